@@ -1,0 +1,49 @@
+# Two commands for a new user (see README.md):
+#   make lab    set up .venv (once) and open the labs in JupyterLab on 127.0.0.1 with a token
+#   make test   set up .venv (once) and run the whole test suite (unit tests + every notebook)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PORT   ?= 8888
+
+.PHONY: lab test setup unit notebooks execute clean help
+
+help:
+	@echo "make lab    - set up the environment and open the labs in JupyterLab"
+	@echo "make test   - set up the environment and run the whole test suite"
+	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb - re-run a notebook, store its outputs"
+
+# The environment is rebuilt only when pyproject.toml changes, so a second run is quick.
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[browser]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser --notebook-dir=labs \
+		$(if $(filter 0,$(shell id -u)),--allow-root,)
+
+# The whole suite: lab_utils unit tests, then every notebook under nbval at the smoke size.
+test: $(STAMP)
+	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+notebooks: $(STAMP)
+	LAB_SIZE=smoke $(BIN)/python -m pytest labs --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+
+# Store a notebook's outputs from a real run at the student size (widget state is not saved).
+execute: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make execute NB=labs/<notebook>.ipynb"; exit 2; }
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False $(NB)
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

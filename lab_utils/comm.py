@@ -1,0 +1,175 @@
+"""Count the collectives a rank makes and the bytes they move, step by step.
+
+    counter = CommCounter()
+    ddp = DDP(model)
+    counter.attach(ddp)                    # DDP's gradient all-reduces (one per bucket)
+    for step in range(steps):
+        with counter.track():              # direct torch.distributed calls (parameter averaging)
+            train_step()
+        counter.mark_step()
+    mine = counter.summary()               # {'collectives': ..., 'bytes': ..., 'per_step': [...]}
+    everyone = counter.gather()            # every rank's events (a collective itself)
+
+DDP's reducer calls its comm hook once per gradient bucket; ``attach`` installs a hook that
+records the bucket and then does exactly what DDP's default does (an all-reduce of the bucket
+followed by division by the world size). ``track`` wraps the ``torch.distributed`` functions
+that move tensors, so code such as Accelerate's ``LocalSGD`` is counted without changing it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
+
+# Functions that move tensor data between ranks, and the argument that holds the tensor(s).
+TRACKED_OPS = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+               "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single", "send", "recv")
+
+
+@dataclass
+class CommEvent:
+    """One collective: what it was, how many bytes of payload, at which step, from where."""
+
+    op: str
+    nbytes: int
+    step: int
+    source: str  # "ddp-hook" or "torch.distributed"
+    numel: int = 0
+    dtype: str = ""
+    rank: int = 0
+
+
+def _payload(args: tuple, kwargs: dict) -> tuple[int, int, str]:
+    """Bytes, elements and dtype of the tensors a collective sends."""
+    tensors: list[torch.Tensor] = []
+    first = args[0] if args else next(iter(kwargs.values()), None)
+    cands = [first] + ([args[1]] if len(args) > 1 else [])
+    for c in cands:
+        if isinstance(c, torch.Tensor):
+            tensors.append(c)
+            break
+        if isinstance(c, (list, tuple)) and c and all(isinstance(t, torch.Tensor) for t in c):
+            tensors.extend(c)
+            break
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    numel = sum(t.numel() for t in tensors)
+    return nbytes, numel, (str(tensors[0].dtype).replace("torch.", "") if tensors else "")
+
+
+@dataclass
+class CommCounter:
+    """Records collectives on this rank; ``mark_step`` advances the step the next ones belong to."""
+
+    events: list[CommEvent] = field(default_factory=list)
+    step: int = 0
+    _tracking: int = 0
+    _paused: bool = False
+
+    # -- DDP gradient buckets -------------------------------------------------------------
+    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> "CommCounter":
+        """Register a counting comm hook on a DDP model (call before the first backward)."""
+        if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
+            raise TypeError(f"attach() needs a DistributedDataParallel model, got "
+                            f"{type(ddp_model).__name__}; wrap it first: DDP(model)")
+        ddp_model.register_comm_hook(self, _counting_allreduce_hook)
+        return self
+
+    def _record(self, op: str, nbytes: int, numel: int, dtype: str, source: str) -> None:
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        self.events.append(CommEvent(op, nbytes, self.step, source, numel, dtype, rank))
+
+    # -- direct torch.distributed calls ---------------------------------------------------
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Collectives in this block are not counted (bookkeeping traffic of the lab itself)."""
+        old, self._paused = self._paused, True
+        try:
+            yield
+        finally:
+            self._paused = old
+
+    @contextlib.contextmanager
+    def track(self) -> Iterator["CommCounter"]:
+        """Count every tensor collective called through ``torch.distributed`` in this block."""
+        originals: dict[tuple[Any, str], Any] = {}
+        modules = [dist, dist.distributed_c10d]
+        for op in TRACKED_OPS:
+            for mod in modules:
+                fn = getattr(mod, op, None)
+                if fn is None or getattr(fn, "_lab_utils_counted", False):
+                    continue
+                originals[(mod, op)] = fn
+                setattr(mod, op, self._wrap(op, fn))
+        self._tracking += 1
+        try:
+            yield self
+        finally:
+            self._tracking -= 1
+            for (mod, op), fn in originals.items():
+                setattr(mod, op, fn)
+
+    def _wrap(self, op: str, fn):
+        @functools.wraps(fn)
+        def counted(*args, **kwargs):
+            if not self._paused:
+                nbytes, numel, dtype = _payload(args, kwargs)
+                self._record(op, nbytes, numel, dtype, "torch.distributed")
+            return fn(*args, **kwargs)
+
+        counted._lab_utils_counted = True  # type: ignore[attr-defined]
+        return counted
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def mark_step(self) -> None:
+        """Start a new step: later events are counted towards step ``self.step + 1``."""
+        self.step += 1
+
+    def reset(self) -> None:
+        self.events.clear()
+        self.step = 0
+
+    def summary(self, events: list[CommEvent] | None = None) -> dict[str, Any]:
+        """Totals and per-step counts: ``collectives``, ``bytes``, ``by_op``, ``per_step``
+        (a list over steps 0..last of ``{'collectives', 'bytes'}``)."""
+        events = self.events if events is None else events
+        n_steps = max([e.step for e in events] + [self.step - 1, -1]) + 1
+        per_step = [{"collectives": 0, "bytes": 0} for _ in range(n_steps)]
+        by_op: dict[str, int] = {}
+        for e in events:
+            per_step[e.step]["collectives"] += 1
+            per_step[e.step]["bytes"] += e.nbytes
+            by_op[e.op] = by_op.get(e.op, 0) + 1
+        return {"collectives": len(events), "bytes": sum(e.nbytes for e in events),
+                "by_op": by_op, "per_step": per_step}
+
+    def gather(self) -> list[list[CommEvent]]:
+        """Every rank's events, indexed by rank (a collective: call it on all ranks).
+
+        The gather itself is not counted."""
+        mine = [asdict(e) for e in self.events]
+        if not dist.is_initialized():
+            return [[CommEvent(**d) for d in mine]]
+        out: list[Any] = [None] * dist.get_world_size()
+        with self.paused():
+            dist.all_gather_object(out, mine)
+        return [[CommEvent(**d) for d in per_rank] for per_rank in out]
+
+
+def _counting_allreduce_hook(counter, bucket):
+    """DDP comm hook: record the bucket, then all-reduce and average it as DDP does by default.
+
+    (No annotations: DDP checks them and this module's postponed ones would read as strings.)"""
+    buf = bucket.buffer()
+    counter._record("all_reduce", buf.numel() * buf.element_size(), buf.numel(),
+                    str(buf.dtype).replace("torch.", ""), "ddp-hook")
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    with counter.paused():  # the hook's own dist.all_reduce is this same event, not a second one
+        return allreduce_hook(None, bucket)

@@ -1,0 +1,376 @@
+"""Run a function on several real processes, each inside a torch.distributed process group.
+
+    import torch.distributed as dist
+    from lab_utils import launch
+
+    def hello(scale):                        # may be defined in a notebook cell
+        t = torch.ones(1) * dist.get_rank()
+        dist.all_reduce(t)                   # a real collective between real processes
+        return scale * t.item()
+
+    launch(hello, world_size=3, args=(10,))  # -> [30.0, 30.0, 30.0]; .backend == "gloo"
+
+Each rank is a fresh interpreter (``python -m lab_utils._rank``: safe with CUDA, no state
+copied from the kernel, and no re-import of the caller's script, so a script without an
+``if __name__ == "__main__"`` guard works too). ``fn`` travels by value with cloudpickle, so a function typed into a notebook
+cell works although the workers cannot import the kernel's ``__main__``. Inside ``fn`` the
+rank and world size come from ``torch.distributed.get_rank()`` / ``get_world_size()`` (or
+``dist_info()``), so the same function also runs unchanged under ``torchrun`` (see ``run.py``).
+
+Failure is loud and clean: a rank that raises gives ``RankError`` naming the rank with its
+traceback; a rank that dies or a run past ``timeout`` gives ``RankDiedError`` / ``LaunchTimeout``;
+on any exit (success, error, timeout, KeyboardInterrupt) every worker is killed and reaped.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["launch", "dist_info", "DistInfo", "RankResults", "LaunchError", "RankError",
+           "RankDiedError", "LaunchTimeout", "free_port", "resolve_backend", "max_world_size"]
+
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+class LaunchError(RuntimeError):
+    """Base class of every error ``launch`` raises after the workers have started."""
+
+
+class RankError(LaunchError):
+    """A rank raised an exception. ``rank`` and ``remote_traceback`` say where and why."""
+
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
+        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        super().__init__(f"rank {rank} raised {exc_type}: {message}\n\n"
+                         f"--- traceback from rank {rank} ---\n{remote_traceback}")
+
+
+class RankDiedError(LaunchError):
+    """A rank's process ended without returning (killed, crashed, or called ``os._exit``)."""
+
+    def __init__(self, rank: int, exitcode: int | None):
+        self.rank, self.exitcode = rank, exitcode
+        how = (f"was killed by signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0
+               else f"exited with code {exitcode}")
+        super().__init__(f"rank {rank} {how} before returning a result. If it ran out of memory, "
+                         f"try a smaller model or fewer ranks; the other ranks were stopped.")
+
+
+class LaunchTimeout(LaunchError):
+    """The ranks did not all finish within ``timeout`` seconds (a hang, or too much work)."""
+
+
+class RankResults(list):
+    """The ranks' return values in rank order (a plain list), plus how they were produced."""
+
+    backend: str = ""
+    world_size: int = 0
+    seconds: float = float("nan")
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: "Any"  # torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def dist_info() -> DistInfo:
+    """Rank, world size, local rank, backend and this rank's device, read from the process group
+    (under ``launch`` or ``torchrun``) or describing a single process when there is none."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        rank, world, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
+        local = int(os.environ.get("LOCAL_RANK", rank))
+    else:
+        rank, world, local, backend = 0, 1, 0, "none"
+    dev = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
+    return DistInfo(rank, world, local, backend, dev)
+
+
+def max_world_size() -> int:
+    """The most CPU ranks ``launch`` accepts here: each rank is a whole Python process with
+    torch loaded (~300 MB), so far beyond the core count only thrashes the machine."""
+    return max(8, 4 * (os.cpu_count() or 1))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (chosen by the OS)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def resolve_backend(backend: str, world_size: int) -> str:
+    """'gloo' or 'nccl' for ``backend`` in {'auto', 'gloo', 'nccl'}.
+
+    'auto' picks nccl only when every rank can have its own GPU; with fewer GPUs than ranks
+    (or none) it picks gloo on the CPU. An explicit 'nccl' without enough GPUs is an error."""
+    if not isinstance(backend, str) or backend.lower() not in BACKENDS:
+        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}; use 'auto' to pick "
+                         f"nccl when every rank has a GPU and gloo otherwise")
+    backend = backend.lower()
+    if backend == "gloo":
+        return "gloo"
+    n_gpus = _cuda_device_count()
+    if backend == "nccl" and n_gpus < world_size:
+        raise ValueError(f"backend='nccl' needs one CUDA GPU per rank, but world_size={world_size} "
+                         f"and this machine has {n_gpus} GPU(s). Use backend='gloo' (CPU) or "
+                         f"world_size<={n_gpus}." if n_gpus else
+                         "backend='nccl' needs CUDA GPUs and none is visible here. Use "
+                         "backend='gloo' (CPU) or 'auto'.")
+    return "nccl" if n_gpus >= world_size and n_gpus > 0 else "gloo"
+
+
+def _cuda_device_count() -> int:
+    # Counting devices without initialising CUDA in the caller (a forked or later spawn would
+    # otherwise inherit an initialised context).
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _check_args(fn, world_size, args, kwargs, timeout) -> bytes:
+    import cloudpickle
+
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself, "
+                        f"not its result (launch(train), not launch(train()))")
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be an int, got {world_size!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size={world_size}: need at least 1 rank (2-4 are typical here)")
+    if world_size > max_world_size():
+        raise ValueError(f"world_size={world_size} is more ranks than this machine can run "
+                         f"({os.cpu_count()} cores; the limit is {max_world_size()}). Each rank is a "
+                         f"full process: use 2-4 ranks to see the effects the labs measure.")
+    if not isinstance(args, (tuple, list)):
+        raise TypeError(f"args must be a tuple of positional arguments, got {type(args).__name__}; "
+                        f"for one argument write args=(x,)")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"kwargs must be a dict or None, got {type(kwargs).__name__}")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout={timeout!r}: give a positive number of seconds")
+    # Pickle each piece separately so the error names the argument that cannot travel.
+    pieces = [("fn", fn)] + [(f"args[{i}]", a) for i, a in enumerate(args)]
+    pieces += [(f"kwargs[{k!r}]", v) for k, v in (kwargs or {}).items()]
+    for name, value in pieces:
+        try:
+            cloudpickle.dumps(value)
+        except Exception as e:  # noqa: BLE001 - re-raised with the argument's name
+            raise TypeError(f"{name} cannot be sent to a worker process ({type(e).__name__}: {e}). "
+                            f"Pass plain data (tensors, numbers, dicts) and build objects such as "
+                            f"open files, locks, generators or process groups inside fn.") from e
+    return cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+
+
+def launch(fn: Callable[..., Any], world_size: int = 2, *, backend: str = "auto",
+           args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
+           timeout: float = 120.0) -> RankResults:
+    """Run ``fn(*args, **kwargs)`` on ``world_size`` processes and return their results.
+
+    Each process joins one process group (``backend``: 'gloo' on CPU, 'nccl' with one GPU per
+    rank, 'auto' to choose; the choice is in ``result.backend``). Inside ``fn`` use
+    ``torch.distributed.get_rank()`` or ``dist_info()``. Returns a list of the ranks' return
+    values in rank order. ``timeout`` (seconds) bounds the whole run, including start-up
+    (~2-3 s per rank on a small machine)."""
+    payload = _check_args(fn, world_size, args, kwargs, timeout)
+    chosen = resolve_backend(backend, world_size)
+    port = free_port()
+    threads = max(1, (os.cpu_count() or 1) // world_size)
+    workdir = tempfile.mkdtemp(prefix="lab_utils_launch_")
+    with open(os.path.join(workdir, "payload.pkl"), "wb") as f:
+        f.write(payload)
+    procs: list[subprocess.Popen] = []
+    t0 = time.perf_counter()
+    try:
+        for rank in range(world_size):
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                       LOCAL_WORLD_SIZE=str(world_size))
+            if chosen == "gloo":
+                # Interface autodetection is flaky on CI machines; all ranks are on this host.
+                env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            # The caller's import path, as multiprocessing's spawn passes it: a function that
+            # cloudpickle sends by reference (an importable one) must import in the rank too.
+            env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
+            cmd = [sys.executable, "-m", "lab_utils._rank", workdir, chosen, str(threads),
+                   str(timeout), str(os.getpid())]
+            # Own process group per rank: the parent can kill a rank and anything it started.
+            procs.append(subprocess.Popen(cmd, env=env, process_group=0, stdin=subprocess.DEVNULL))
+        results = _wait(procs, workdir, timeout, t0)
+    finally:
+        _stop(procs)
+        shutil.rmtree(workdir, ignore_errors=True)
+    out = RankResults(results)
+    out.backend, out.world_size, out.seconds = chosen, world_size, time.perf_counter() - t0
+    return out
+
+
+def _result_path(workdir: str, rank: int) -> str:
+    return os.path.join(workdir, f"rank{rank}.pkl")
+
+
+_SECONDARY = ("Connection reset", "Connection closed", "Broken pipe", "NCCL communicator was aborted")
+
+
+def _wait(procs: list[subprocess.Popen], workdir: str, timeout: float, t0: float) -> list[Any]:
+    """Poll until every rank has exited; fail fast on the first error, death or the deadline."""
+    world = len(procs)
+    while True:
+        exited = [r for r, p in enumerate(procs) if p.poll() is not None]
+        failed = [r for r in exited if _read_result(workdir, r)[0] != "ok"]
+        if failed:
+            # When one rank fails, its peers often fail next with a broken connection. Give
+            # them a moment, then report the root cause: a rank that died without a word,
+            # else an error that is not just a lost peer.
+            time.sleep(0.3)
+            exited = [r for r, p in enumerate(procs) if p.poll() is not None]
+            died = [r for r in exited if _read_result(workdir, r)[0] is None]
+            if died:
+                raise RankDiedError(died[0], procs[died[0]].returncode)
+            errors = [(r, _read_result(workdir, r)[1]) for r in exited
+                      if _read_result(workdir, r)[0] == "error"]
+            primary = [e for e in errors if not any(m in e[1][1] for m in _SECONDARY)] or errors
+            rank, (exc_type, message, tb) = primary[0]
+            raise RankError(rank, exc_type, message, tb)
+        if len(exited) == world:
+            return [_read_result(workdir, r)[1] for r in range(world)]
+        if time.perf_counter() - t0 > timeout:
+            stuck = [r for r, p in enumerate(procs) if p.poll() is None]
+            raise LaunchTimeout(f"ranks {stuck} did not finish within timeout={timeout:g} s. A rank "
+                                f"that waits in a collective its peers never reach hangs like this "
+                                f"(e.g. an all_reduce inside `if rank == 0`). All ranks were stopped; "
+                                f"raise timeout= if the work is just slow.")
+        time.sleep(0.02)
+
+
+def _read_result(workdir: str, rank: int) -> tuple[str | None, Any]:
+    path = _result_path(workdir, rank)
+    if not os.path.exists(path):
+        return None, None
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Terminate, then kill, every worker and its process group; reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3.0
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        # The rank may be gone while a child of its group lives on: kill the group regardless.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit if the launching process goes away (a killed kernel must not leave orphans)."""
+    import threading
+
+    try:  # Linux: the kernel delivers SIGKILL to us when our parent dies.
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 - not Linux: the polling thread below still works
+        pass
+
+    def poll() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(3)
+            time.sleep(0.5)
+
+    threading.Thread(target=poll, daemon=True).start()
+
+
+def _worker(workdir: str, backend: str, threads: int, timeout: float, parent_pid: int) -> None:
+    """Entry point of one rank: ``python -m lab_utils._rank WORKDIR BACKEND THREADS TIMEOUT PPID``
+    with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment (set by ``launch``)."""
+    _watch_parent(parent_pid)
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    status: tuple[str, Any]
+    try:
+        import datetime
+
+        import cloudpickle
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(threads)
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=datetime.timedelta(seconds=timeout))
+        with open(os.path.join(workdir, "payload.pkl"), "rb") as f:
+            fn, args, kwargs = cloudpickle.loads(f.read())
+        value = fn(*args, **kwargs)
+        status = ("ok", value)
+    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+        status = ("error", (type(e).__name__, str(e), traceback.format_exc()))
+    try:
+        blob = pickle.dumps(status)
+    except Exception:  # the result itself cannot travel back: try cloudpickle, then explain
+        try:
+            import cloudpickle
+
+            blob = cloudpickle.dumps(status)
+        except Exception as e:  # noqa: BLE001
+            blob = pickle.dumps(("error", ("TypeError", f"the return value of fn on rank {rank} "
+                                 f"cannot be pickled ({e}); return plain data (numbers, lists, "
+                                 f"dicts, CPU tensors)", "")))
+    tmp = _result_path(workdir, rank) + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(blob)
+    _cleanup_group(ok=status[0] == "ok")
+    os.replace(tmp, _result_path(workdir, rank))  # visible only once the group is torn down
+    # Skip interpreter teardown: gloo's C++ destructors can abort at exit ("terminate called
+    # without an active exception") even after a clean destroy_process_group.
+    os._exit(0)
+
+
+def _cleanup_group(ok: bool) -> None:
+    """Free models and the group in the order that avoids gloo's abort at exit."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            if ok:
+                # Wait for the others before tearing down, so no peer is mid-collective.
+                with contextlib.suppress(Exception):
+                    dist.barrier()
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - the result is already written
+        pass
+

@@ -1,0 +1,93 @@
+"""Run a lab's training function under ``torchrun``: one node, or several machines.
+
+The same function that ``launch`` runs from a notebook runs here unchanged, because it reads
+its rank from ``torch.distributed``. This module initialises the process group from torchrun's
+environment, calls the function, and prints rank 0's return value as JSON.
+
+    # one machine, 2 processes
+    torchrun --standalone --nproc_per_node=2 -m lab_utils.run lab_utils.examples:allreduce_demo
+    # two machines (run on each; NODE_RANK=0 on the first, 1 on the second; MASTER = first's address)
+    torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
+        --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=lab \\
+        -m lab_utils.run lab_utils.examples:allreduce_demo --kwargs '{"n": 4}'
+
+Options: ``--kwargs JSON`` (keyword arguments), ``--backend auto|gloo|nccl``, ``--out FILE``
+(rank 0 writes its JSON result there as well).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["load_function", "main"]
+
+
+def load_function(spec: str) -> Callable[..., Any]:
+    """Import ``package.module:function`` (the form torchrun users type)."""
+    if ":" not in spec:
+        raise SystemExit(f"lab_utils.run: {spec!r} should look like package.module:function")
+    mod_name, fn_name = spec.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise SystemExit(f"lab_utils.run: cannot import {mod_name!r} ({e}); is it on PYTHONPATH?") from e
+    fn = getattr(mod, fn_name, None)
+    if not callable(fn):
+        raise SystemExit(f"lab_utils.run: {mod_name!r} has no function {fn_name!r}")
+    return fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lab_utils.run", description=__doc__.split("\n")[0])
+    ap.add_argument("function", help="package.module:function to run on every rank")
+    ap.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
+    ap.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
+    ap.add_argument("--timeout", type=float, default=300.0, help="collective timeout in seconds")
+    ap.add_argument("--out", default=None, help="rank 0 also writes its JSON result to this file")
+    a = ap.parse_args(argv)
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        raise SystemExit("lab_utils.run: RANK/WORLD_SIZE are not set. Start it with torchrun, e.g. "
+                         "torchrun --standalone --nproc_per_node=2 -m lab_utils.run mod:fn "
+                         "(or call lab_utils.launch(fn) from Python).")
+    try:
+        kwargs = json.loads(a.kwargs)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"lab_utils.run: --kwargs is not valid JSON ({e})") from e
+    fn = load_function(a.function)
+
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    backend = a.backend if a.backend != "auto" else ("nccl" if n_gpus >= local_world > 0 and n_gpus else "gloo")
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=a.timeout))
+    try:
+        result = fn(**kwargs)
+        if dist.get_rank() == 0:
+            text = json.dumps(result, default=str)
+            print(text, flush=True)
+            if a.out:
+                with open(a.out, "w") as f:
+                    f.write(text)
+        dist.barrier()
+    finally:
+        import gc
+
+        gc.collect()
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

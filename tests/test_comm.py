@@ -1,0 +1,79 @@
+"""CommCounter: counts DDP bucket all-reduces and direct collectives, bytes computed by hand."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from lab_utils import CommCounter, launch
+from lab_utils.simnet import LINKS, simulate
+
+pytestmark = pytest.mark.usefixtures("no_orphans")
+
+
+def ddp_counts(k: int, use_no_sync: bool):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 1))  # 36 + 5 params
+    ddp = DDP(model, bucket_cap_mb=25)
+    counter = CommCounter().attach(ddp)
+    x = torch.randn(k * 4, 8)
+    for update in range(2):
+        for micro in range(k):
+            sync = (micro == k - 1) or not use_no_sync
+            ctx = ddp.no_sync() if not sync else torch.enable_grad()
+            with ctx:
+                ddp(x[micro * 4:(micro + 1) * 4]).sum().backward()
+        counter.mark_step()
+    with counter.track():
+        for p in model.parameters():
+            dist.all_reduce(p.data)     # parameter averaging, as local SGD does
+        dist.broadcast(torch.zeros(10, dtype=torch.float64), src=0)
+    summary = counter.summary()
+    everyone = counter.gather()
+    del ddp, model
+    return summary, [len(e) for e in everyone]
+
+
+def test_no_sync_cuts_bucket_all_reduces_k_fold():
+    naive, sync = launch(ddp_counts, 2, args=(4, False)), launch(ddp_counts, 2, args=(4, True))
+    s_naive, s_sync = naive[0][0], sync[0][0]
+    param_bytes = (8 * 4 + 4 + 4 * 1 + 1) * 4   # 41 float32 parameters, one bucket
+    # Steps 0 and 1 are the two updates; step 2 holds the direct collectives.
+    assert [s["collectives"] for s in s_naive["per_step"][:2]] == [4, 4]
+    assert [s["collectives"] for s in s_sync["per_step"][:2]] == [1, 1]
+    assert s_sync["per_step"][0]["bytes"] == param_bytes
+    assert s_naive["per_step"][0]["bytes"] == 4 * param_bytes
+    # Direct calls: 4 parameter tensors (all_reduce) + one broadcast of 10 float64.
+    assert s_sync["per_step"][2] == {"collectives": 5, "bytes": param_bytes + 80}
+    assert s_sync["by_op"] == {"all_reduce": 2 + 4, "broadcast": 1}
+    # gather() returns both ranks' events and is not counted itself.
+    assert sync[0][1] == sync[1][1] == [s_sync["collectives"]] * 2
+
+
+def test_track_restores_torch_distributed():
+    before = dist.all_reduce
+    with CommCounter().track():
+        assert dist.all_reduce is not before
+    assert dist.all_reduce is before
+
+
+def test_attach_needs_ddp():
+    with pytest.raises(TypeError, match="DistributedDataParallel"):
+        CommCounter().attach(torch.nn.Linear(2, 2))
+
+
+def test_summary_and_simulation_of_recorded_events():
+    c = CommCounter()
+    c._record("all_reduce", 1000, 250, "float32", "test")
+    c.mark_step()
+    c.mark_step()
+    c._record("all_reduce", 4000, 1000, "float32", "test")
+    s = c.summary()
+    assert s["per_step"] == [{"collectives": 1, "bytes": 1000}, {"collectives": 0, "bytes": 0},
+                             {"collectives": 1, "bytes": 4000}]
+    link = LINKS["1GbE"]
+    secs = simulate(c.events, link, world_size=2)
+    assert secs[1] == 0.0
+    assert secs[0] == pytest.approx(2 * link.latency_s + 1000 / link.bandwidth_Bps)

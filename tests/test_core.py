@@ -1,0 +1,113 @@
+"""models, data, checks, env, timing and plots: small, but the labs lean on every one."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lab_utils import checks, data, env, models, plots, timing
+
+
+def test_mlp_shape_and_determinism():
+    a, b = models.mlp(width=16, depth=3, in_dim=4, out_dim=2, seed=1), models.mlp(16, 3, in_dim=4, out_dim=2, seed=1)
+    x = torch.randn(5, 4)
+    assert a(x).shape == (5, 2) and torch.equal(a(x), b(x))
+    assert models.count_parameters(a) == 4 * 16 + 16 + 3 * (16 * 16 + 16) + 16 * 2 + 2
+    with pytest.raises(ValueError, match="depth"):
+        models.mlp(width=4, depth=0)
+
+
+def test_transformer_block_is_causal():
+    chain = models.transformer_chain(n_blocks=2, d_model=16, n_heads=2, seed=0)
+    x = torch.randn(1, 6, 16)
+    y = chain(x)
+    x2 = x.clone()
+    x2[:, -1] += 1.0                            # change only the last position
+    assert torch.allclose(chain(x2)[:, :-1], y[:, :-1], atol=1e-6)
+    with pytest.raises(ValueError, match="divisible"):
+        models.TransformerBlock(d_model=10, n_heads=3)
+
+
+def test_tiny_hf_models_build_offline():
+    lm = models.tiny_gpt2(n_layer=1, n_embd=32, n_head=2)
+    batch = data.lm_batch(n=3, max_len=10)
+    out = lm(**batch)
+    assert out.logits.shape == (3, 10, 128) and out.loss.item() > 0
+    clf = models.tiny_classifier(num_labels=2, n_layer=1, n_embd=32, n_head=2)
+    ids, mask, labels = data.token_classification(n=4, max_len=10)
+    assert clf(input_ids=ids, attention_mask=mask).logits.shape == (4, 2)
+
+
+def test_datasets_are_seeded_and_learnable():
+    x1, y1 = data.regression(n=32, dim=4, seed=3)
+    x2, y2 = data.regression(n=32, dim=4, seed=3)
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    assert not torch.equal(x1, data.regression(n=32, dim=4, seed=4)[0])
+    x, y = data.classification(n=2000, dim=8, seed=0)
+    # Nearest class mean already classifies well above chance: the signal is learnable.
+    means = torch.stack([x[y == c].mean(0) for c in (0, 1)])
+    pred = torch.cdist(x, means).argmin(1)
+    assert (pred == y).float().mean() > 0.75
+
+
+def test_token_classification_labels_follow_the_rule():
+    ids, mask, labels = data.token_classification(n=64, vocab_size=20, min_len=3, max_len=9, seed=0)
+    lengths = mask.sum(1)
+    assert lengths.min() >= 3 and lengths.max() <= 9
+    assert torch.all(ids[mask == 0] == 0)
+    for i in range(64):
+        toks = ids[i, : lengths[i]]
+        assert labels[i].item() == int(2 * (toks >= 10).sum().item() > lengths[i].item())
+    b = data.lm_batch(n=4, max_len=9, seed=1)
+    assert torch.all((b["labels"] == -100) == (b["attention_mask"] == 0))
+
+
+def test_batches_cover_the_data_once():
+    x = torch.arange(10)
+    got = torch.cat([b[0] for b in data.batches(x, batch_size=4, shuffle=True, seed=0)])
+    assert sorted(got.tolist()) == list(range(10))
+    assert [len(b[0]) for b in data.batches(x, batch_size=4, drop_last=True)] == [4, 4]
+
+
+def test_cmp_and_check(capsys):
+    a = torch.ones(3)
+    assert checks.cmp("same", a, a.clone()) == "exact"
+    assert checks.cmp("near", a, a + 1e-7) == "close"
+    assert checks.cmp("far", a, a + 1) == "DIFFERENT"
+    assert checks.cmp("shape", a, torch.ones(4)) == "DIFFERENT"
+    checks.check(True, "it holds")
+    assert "✓ it holds" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="hint: look here"):
+        checks.check(False, "it holds", hint="look here")
+    m1, m2 = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    m2.load_state_dict(m1.state_dict())
+    assert checks.params_close(m1, m2, atol=0)
+    with torch.no_grad():
+        m2.weight[0, 0] += 0.5
+    assert checks.param_max_diff(m1, m2) == pytest.approx(0.5)
+
+
+def test_lab_size(monkeypatch):
+    monkeypatch.delenv("LAB_SIZE", raising=False)
+    assert env.pick(student=64, smoke=8) == 64
+    monkeypatch.setenv("LAB_SIZE", "smoke")
+    assert env.pick(student=64, smoke=8) == 8
+    monkeypatch.setenv("LAB_SIZE", "huge")
+    with pytest.raises(ValueError, match="LAB_SIZE='huge'"):
+        env.lab_size()
+
+
+def test_time_fn_warms_up_and_repeats():
+    calls = []
+    stats = timing.time_fn(lambda: calls.append(1), warmup=2, repeat=3)
+    assert len(calls) == 5 and len(stats.samples) == 3 and stats.min <= stats.median
+    assert timing.throughput(100, 2.0) == 50.0
+    with pytest.raises(ValueError):
+        timing.time_fn(lambda: None, repeat=0)
+
+
+def test_plots_return_figures_with_the_data():
+    fig = plots.bars({"a": 1, "b": 3}, title="t", yaxis="n")
+    assert list(fig.data[0].y) == [1, 3] and fig.layout.title.text == "t"
+    fig = plots.lines({"x": [1, 2, 3], "y": [3, 2, 1]}, xaxis="step", log_y=True)
+    assert len(fig.data) == 2 and fig.layout.yaxis.type == "log"
+    assert "simulated" in plots.simulated("time per update")

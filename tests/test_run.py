@@ -1,0 +1,69 @@
+"""The same functions under torchrun: one node with 2 processes, and 2 agents standing in for
+two machines (--nnodes=2 on localhost)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lab_utils.launch import free_port
+from tests.conftest import wait_no_ranks
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def env():
+    return dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+
+
+def test_torchrun_one_node_two_processes(tmp_path):
+    out = tmp_path / "result.json"
+    proc = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", "-m", "lab_utils.run",
+                                      "lab_utils.examples:ddp_regression", "--kwargs", '{"steps": 3}',
+                                      "--out", str(out)],
+                          capture_output=True, text=True, timeout=180, env=env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["rank"] == 0 and result["loss"] > 0
+
+
+def test_two_agents_stand_in_for_two_machines(tmp_path):
+    port = free_port()
+    out = tmp_path / "result.json"
+    common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+              f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=labtest", "-m", "lab_utils.run",
+              "lab_utils.examples:whoami", "--out"]
+    agents = [subprocess.Popen(TORCHRUN + [f"--node_rank={n}"] + common + [str(tmp_path / f"n{n}.json")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
+              for n in (0, 1)]
+    try:
+        outs = [a.communicate(timeout=180) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert all(a.returncode == 0 for a in agents), [o[1][-2000:] for o in outs]
+    written = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
+    assert len(written) == 1   # only global rank 0 writes
+    ranks = json.loads(written[0].read_text())["ranks"]
+    assert sorted(r["rank"] for r in ranks) == [0, 1]
+    assert sorted(r["local_rank"] for r in ranks) == [0, 0]   # one process per "machine"
+    assert not out.exists()
+    assert not wait_no_ranks()
+
+
+def test_run_without_torchrun_says_how():
+    e = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
+    proc = subprocess.run([sys.executable, "-m", "lab_utils.run", "lab_utils.examples:whoami"],
+                          capture_output=True, text=True, timeout=60, env=e)
+    assert proc.returncode != 0 and "Start it with torchrun" in proc.stderr
+
+
+def test_bad_function_spec():
+    e = dict(env(), RANK="0", WORLD_SIZE="1")
+    proc = subprocess.run([sys.executable, "-m", "lab_utils.run", "lab_utils.examples:nope"],
+                          capture_output=True, text=True, timeout=60, env=e)
+    assert proc.returncode != 0 and "has no function 'nope'" in proc.stderr
