@@ -10,7 +10,7 @@
 
     launch(hello, world_size=3, args=(10,))  # -> [30.0, 30.0, 30.0]; .backend == "gloo"
 
-Each rank is a fresh interpreter (``python -m lab_utils._rank``: safe with CUDA, no state
+Each rank is a fresh interpreter (``python lab_utils/_rank.py``: safe with CUDA, no state
 copied from the kernel, and no re-import of the caller's script, so a script without an
 ``if __name__ == "__main__"`` guard works too). ``fn`` travels by value with cloudpickle, so a function typed into a notebook
 cell works although the workers cannot import the kernel's ``__main__``. Inside ``fn`` the
@@ -42,6 +42,7 @@ __all__ = ["launch", "dist_info", "DistInfo", "RankResults", "LaunchError", "Ran
            "RankDiedError", "LaunchTimeout", "free_port", "resolve_backend", "max_world_size"]
 
 BACKENDS = ("auto", "gloo", "nccl")
+_RANK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rank.py")
 
 
 class LaunchError(RuntimeError):
@@ -215,7 +216,7 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, backend: str = "auto"
             # The caller's import path, as multiprocessing's spawn passes it: a function that
             # cloudpickle sends by reference (an importable one) must import in the rank too.
             env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
-            cmd = [sys.executable, "-m", "lab_utils._rank", workdir, chosen, str(threads),
+            cmd = [sys.executable, _RANK_SCRIPT, workdir, chosen, str(threads),
                    str(timeout), str(os.getpid())]
             # Own process group per rank: the parent can kill a rank and anything it started.
             procs.append(subprocess.Popen(cmd, env=env, process_group=0, stdin=subprocess.DEVNULL))
@@ -292,30 +293,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             p.wait(timeout=5)
 
 
-def _watch_parent(parent_pid: int) -> None:
-    """Exit if the launching process goes away (a killed kernel must not leave orphans)."""
-    import threading
-
-    try:  # Linux: the kernel delivers SIGKILL to us when our parent dies.
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 - not Linux: the polling thread below still works
-        pass
-
-    def poll() -> None:
-        while True:
-            if os.getppid() != parent_pid:
-                os._exit(3)
-            time.sleep(0.5)
-
-    threading.Thread(target=poll, daemon=True).start()
-
-
-def _worker(workdir: str, backend: str, threads: int, timeout: float, parent_pid: int) -> None:
-    """Entry point of one rank: ``python -m lab_utils._rank WORKDIR BACKEND THREADS TIMEOUT PPID``
+def _worker(workdir: str, backend: str, threads: int, timeout: float) -> None:
+    """Entry point of one rank: ``python lab_utils/_rank.py WORKDIR BACKEND THREADS TIMEOUT PPID``
     with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment (set by ``launch``)."""
-    _watch_parent(parent_pid)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     status: tuple[str, Any]
     try:

@@ -3,12 +3,20 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 
 import pytest
 
+# Every process this test session starts (ranks, torchrun agents, helper scripts) inherits this
+# marker, so the orphan check sees our processes only, even beside other jobs on the machine,
+# and still sees an orphan that was re-parented to init.
+SESSION_MARK = f"LAB_UTILS_TEST_SESSION={uuid.uuid4().hex}"
+os.environ["LAB_UTILS_TEST_SESSION"] = SESSION_MARK.split("=", 1)[1]
+
 
 def rank_processes() -> list[tuple[int, str]]:
-    """(pid, command line) of every live process started by lab_utils.launch or lab_utils.run."""
+    """(pid, command line) of every live rank process (lab_utils.launch or lab_utils.run) that
+    this test session started."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -18,9 +26,11 @@ def rank_processes() -> list[tuple[int, str]]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
             with open(f"/proc/{pid}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                ours = SESSION_MARK.encode() in f.read().split(b"\0")
         except OSError:
             continue
-        if state != "Z" and ("lab_utils._rank" in cmd or "lab_utils.run" in cmd):
+        if ours and state != "Z" and ("lab_utils/_rank.py" in cmd or "lab_utils.run" in cmd):
             found.append((int(pid), cmd))
     return found
 
