@@ -95,6 +95,10 @@ def transformer_chain(n_blocks: int = 4, d_model: int = 64, n_heads: int = 4, *,
 def _gpt2_config(vocab_size: int, n_positions: int, n_embd: int, n_layer: int, n_head: int, **extra):
     from transformers import GPT2Config
 
+    # GPT-2's special ids (50256) lie outside a tiny vocabulary: use its last id instead, so
+    # transformers has nothing to warn about.
+    extra.setdefault("bos_token_id", vocab_size - 1)
+    extra.setdefault("eos_token_id", vocab_size - 1)
     return GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
                       n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **extra)
 
