@@ -1,0 +1,272 @@
+"""What autograd keeps for backward, measured: bytes of saved tensors, per module, and CUDA peaks.
+
+    from lab_utils.memory import SavedTensorMeter, cuda_peak, measure_step
+    with SavedTensorMeter(model) as meter:          # one forward inside the meter
+        loss = model(x).sum()
+    print(meter.total_bytes, meter.by_module)       # unique storages, parameters excluded
+    meter.records[:3]                               # (module, shape, dtype, bytes) of each kept tensor
+    report = measure_step(model, lambda: model(x).sum())   # forward + backward, CUDA peak if any
+    cpu_peak(lambda: model(x).sum().backward())             # allocator peak on CPU (profiler)
+
+How it counts. ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor an autograd node
+saves for backward. Several nodes often save the same memory (a view, or one output that two ops
+need), so a storage is counted once (keyed by its data pointer and device), with its whole size:
+a saved view keeps its whole storage alive. Parameter storages are excluded: they live anyway.
+
+Checkpointing. ``checkpoint(..., use_reentrant=False)`` stashes the region's inputs as saved
+tensors *outside* its own hook, so this meter sees and counts them (they are what a checkpointed
+region keeps); the tensors saved inside the region go to checkpoint's hook and are dropped, so
+they are not counted. A selective policy (``create_selective_checkpoint_contexts``) caches the
+outputs of the ops it saves in its own storage, which no hook sees: the policies built by
+``lab_utils.checkpointing.selective_policy`` report them with ``note_saved`` so they count too.
+
+Use one forward per meter: once backward frees the saved tensors their addresses can be reused.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+__all__ = ["SavedRecord", "SavedTensorMeter", "CudaPeak", "cuda_peak", "cpu_peak", "MemoryReport", "measure_step",
+           "note_saved", "storage_key", "fmt_bytes"]
+
+_ACTIVE: list["SavedTensorMeter"] = []   # meters currently entered, innermost last
+
+
+def storage_key(t: torch.Tensor) -> tuple[int, str]:
+    """Identity of the memory a tensor lives in: (storage data pointer, device)."""
+    return (t.untyped_storage().data_ptr(), str(t.device))
+
+
+def fmt_bytes(n: float | None) -> str:
+    """'12.0 KiB' style; 'n/a' for None."""
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+@dataclass(frozen=True)
+class SavedRecord:
+    """One tensor saved for backward. ``nbytes`` is 0 when its storage was already counted."""
+    module: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    nbytes: int
+    source: str = "autograd"   # "autograd" (a saved-tensor hook) or what called note_saved
+    storage: tuple[int, str] = (0, "")   # storage_key(tensor): match records to your own tensors
+
+
+class SavedTensorMeter:
+    """Context manager counting the bytes autograd saves for backward during a forward.
+
+    ``model``: its parameters are excluded and its submodules name the breakdown (innermost
+    module running when a tensor is saved; "" outside any module). ``exclude``: tensors (e.g. the
+    batch) whose storage should not count either.
+    """
+
+    def __init__(self, model: nn.Module | None = None, *, exclude: Iterable[torch.Tensor] = (),
+                 exclude_params: bool = True):
+        self.model = model
+        self._excluded: set[tuple[int, str]] = {storage_key(t) for t in exclude}
+        if model is not None and exclude_params:
+            self._excluded |= {storage_key(p) for p in model.parameters()}
+        self._seen: set[tuple[int, str]] = set()
+        self._stack: list[str] = []
+        self._handles: list = []
+        self._hooks = None
+        self.records: list[SavedRecord] = []
+        self.total_bytes = 0
+        self.by_module: dict[str, int] = defaultdict(int)
+
+    # -- module attribution -------------------------------------------------------------
+    def _register(self) -> None:
+        if self.model is None:
+            return
+        for name, mod in self.model.named_modules():
+            if name == "":
+                continue
+            self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
+            self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
+
+    def _pop(self, name: str) -> None:
+        if self._stack and self._stack[-1] == name:
+            self._stack.pop()
+
+    @property
+    def current_module(self) -> str:
+        return self._stack[-1] if self._stack else ""
+
+    # -- counting -----------------------------------------------------------------------
+    def add(self, t: torch.Tensor, source: str = "autograd") -> None:
+        """Count ``t`` as kept for backward (once per storage; parameters and excluded skipped)."""
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            return
+        key = storage_key(t)
+        if key in self._excluded:
+            return
+        nbytes = 0
+        if key not in self._seen:
+            self._seen.add(key)
+            nbytes = t.untyped_storage().nbytes()
+        mod = self.current_module
+        self.records.append(SavedRecord(mod, tuple(t.shape), t.dtype, nbytes, source, key))
+        self.total_bytes += nbytes
+        self.by_module[mod] += nbytes
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        self.add(t)
+        return t
+
+    def __enter__(self) -> "SavedTensorMeter":
+        self._register()
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _ACTIVE.remove(self)
+        self._hooks.__exit__(*exc)
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self.by_module = dict(self.by_module)
+
+    def kept_storages(self) -> dict[tuple[int, str], int]:
+        """Bytes of each counted storage, by ``storage_key``."""
+        return {r.storage: r.nbytes for r in self.records if r.nbytes}
+
+    def summary(self, top: int = 10) -> str:
+        """A short text table: total, then the modules keeping the most bytes."""
+        lines = [f"saved for backward: {fmt_bytes(self.total_bytes)} in "
+                 f"{sum(r.nbytes > 0 for r in self.records)} storages"]
+        for mod, b in sorted(self.by_module.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {mod or '(outside modules)':<32} {fmt_bytes(b)}")
+        return "\n".join(lines)
+
+
+def note_saved(t: torch.Tensor, source: str, *, only_new: bool = False) -> None:
+    """Report a tensor kept for backward that no saved-tensor hook sees (e.g. a selective
+    checkpoint cache) to the innermost active meter; a no-op outside any meter. ``only_new``:
+    skip it (no record) when its storage was already counted."""
+    if _ACTIVE:
+        meter = _ACTIVE[-1]
+        if only_new and isinstance(t, torch.Tensor) and storage_key(t) in meter._seen:
+            return
+        meter.add(t, source)
+
+
+class CudaPeak:
+    """Context manager: ``bytes`` = peak CUDA memory allocated inside it, above the level at entry
+    (``torch.cuda.max_memory_allocated`` after a reset). ``bytes`` is None without CUDA."""
+
+    def __init__(self, device: torch.device | str | None = None):
+        self.device = device
+        self.bytes: int | None = None
+
+    def __enter__(self) -> "CudaPeak":
+        if torch.cuda.is_available():
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._base = torch.cuda.memory_allocated(self.device)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize(self.device)
+            self.bytes = torch.cuda.max_memory_allocated(self.device) - self._base
+
+
+def cuda_peak(fn: Callable[[], object], device: torch.device | str | None = None) -> int | None:
+    """Run ``fn()`` and return its CUDA allocator peak above the starting level (None on CPU)."""
+    with CudaPeak(device) as peak:
+        fn()
+    return peak.bytes
+
+
+@contextlib.contextmanager
+def _quiet_native_output():
+    """Silence what C++ code writes to file descriptors 1 and 2 (the profiler logs a line at each
+    start and stop); Python-level prints are flushed first and go through as usual."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
+def cpu_peak(fn: Callable[[], object]) -> int:
+    """Run ``fn()`` under the profiler and return the peak of CPU bytes allocated by torch above
+    the starting level (a running sum of the profiler's allocation/free events). Slower than the
+    meter (the first call pays ~1-2 s of profiler start-up), so use it once per strategy. The
+    profiler's own log lines are silenced, and so is anything ``fn`` writes straight to file
+    descriptors 1 and 2 (Python prints inside a notebook still show)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_native_output():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+                     and e.device_type() == torch.autograd.DeviceType.CPU), key=lambda e: e.start_ns())
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak
+
+
+@dataclass
+class MemoryReport:
+    """What one training step kept: saved bytes (any device), per module, CUDA peak (or None)."""
+    saved_bytes: int
+    by_module: dict[str, int]
+    records: list[SavedRecord] = field(repr=False)
+    peak_cuda_bytes: int | None = None
+    peak_cpu_bytes: int | None = None
+
+
+def measure_step(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *,
+                 exclude: Iterable[torch.Tensor] = (), backward: bool = True,
+                 profile_cpu: bool = False) -> MemoryReport:
+    """One step: ``loss = loss_fn()`` under a SavedTensorMeter, then ``loss.backward()``, all
+    under a CudaPeak (and, with ``profile_cpu``, a ``cpu_peak``). Gradients accumulate into the
+    model as in any step (zero them yourself, to None, so both runs allocate them alike)."""
+    out: dict = {}
+
+    def step() -> None:
+        with CudaPeak() as peak:
+            with SavedTensorMeter(model, exclude=exclude) as meter:
+                loss = loss_fn()
+            if not isinstance(loss, torch.Tensor):
+                raise TypeError(f"measure_step: loss_fn() returned {type(loss).__name__}; return the loss tensor")
+            if backward:
+                loss.backward()
+            del loss
+        out.update(meter=meter, peak=peak.bytes)
+
+    cpu = cpu_peak(step) if profile_cpu else None
+    if not profile_cpu:
+        step()
+    m = out["meter"]
+    return MemoryReport(m.total_bytes, m.by_module, m.records, out["peak"], cpu)
