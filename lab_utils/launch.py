@@ -349,7 +349,12 @@ def _cleanup_group(ok: bool) -> None:
             if ok:
                 # Wait for the others before tearing down, so no peer is mid-collective.
                 with contextlib.suppress(Exception):
-                    dist.barrier()
+                    if dist.get_backend() == "nccl":
+                        import torch
+
+                        dist.barrier(device_ids=[torch.cuda.current_device()])
+                    else:
+                        dist.barrier()
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - the result is already written
         pass
