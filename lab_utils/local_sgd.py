@@ -32,6 +32,7 @@ from torch import nn
 
 from lab_utils.comm import CommCounter
 from lab_utils.data import classification
+from lab_utils.launch import dist_info
 from lab_utils.models import mlp
 
 __all__ = ["METHODS", "OPTIMIZERS", "TASK", "make_model", "make_data", "rank_batches", "checksum",
@@ -91,7 +92,7 @@ def checksum(tensors) -> float:
     """One number that changes when any value changes: a sum of sin(i + x) in float64."""
     total = 0.0
     for t in tensors:
-        flat = t.detach().double().flatten()
+        flat = t.detach().double().flatten().cpu()
         total += torch.sin(flat + torch.arange(flat.numel(), dtype=torch.float64)).sum().item()
     return total
 
@@ -164,6 +165,10 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
     x, y, xe, ye = make_data(world, dim=cfg["dim"], classes=cfg["classes"], per_rank=cfg["per_rank"],
                              eval_n=cfg["eval_n"], seed=seed)
     model = make_model(dim=cfg["dim"], classes=cfg["classes"], width=cfg["width"], depth=cfg["depth"], seed=seed)
+    # NCCL ranks (one GPU each) train on their GPU; gloo ranks on the CPU. Data is made on the
+    # CPU (same values everywhere) and moved batch by batch.
+    dev = dist_info().device
+    model, xe, ye = model.to(dev), xe.to(dev), ye.to(dev)
     counter = CommCounter()
     ddp = None
     if method in ("ddp", "post-local", "post-local-torch"):
@@ -202,6 +207,7 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
     offset = warmup if method == "post-local" else 0            # local steps start after the warm-up
     with counter.track():
         for s, (xb, yb) in enumerate(rank_batches(x, y, rank, world, cfg["batch"], steps, seed, cfg["skew"])):
+            xb, yb = xb.to(dev), yb.to(dev)
             t0 = time.perf_counter()
             local_phase = method in ("local", "diloco") or (method.startswith("post-local") and s >= warmup)
             if method == "post-local" and local_phase:
