@@ -12,6 +12,8 @@ PORT   ?= 8888
 help:
 	@echo "make lab    - set up the environment and open the labs in JupyterLab"
 	@echo "make test   - set up the environment and run the whole test suite"
+	@echo "make slides - build the slide decks into slides/build (offline HTML)"
+	@echo "make browser-test - decks and labs in headless Chromium (bash slides/install_browser.sh first)"
 	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb - re-run a notebook, store its outputs"
 
 # The environment is rebuilt only when pyproject.toml changes, so a second run is quick.
@@ -28,12 +30,13 @@ lab: $(STAMP)
 		$(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # The whole suite: lab_utils unit tests, then every notebook under nbval at the smoke size.
+# (The real-browser tests in tests/browser run from `make browser-test`, which CI also runs.)
 test: $(STAMP)
-	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --nbval --nbval-current-env \
+	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
 	LAB_SIZE=smoke $(BIN)/python -m pytest labs --nbval --nbval-current-env \
@@ -47,3 +50,6 @@ execute: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
+
+# Slide decks (make slides, make slides-pdf) and real-browser tests (make browser-test).
+include slides/slides.mk

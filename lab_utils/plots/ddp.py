@@ -12,12 +12,10 @@ communication say so in their title.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, simulated, style
@@ -111,6 +109,7 @@ def link_explorer(sweep: Mapping[str, Any], world_size: int | None = None, *, pr
 
     from lab_utils.ddp import simulated_update_seconds
     from lab_utils.simnet import LINKS, Link
+    from lab_utils.widgets import show_figure
 
     start = LINKS[preset]
     drop = W.Dropdown(options=list(LINKS) + ["custom"], value=preset, description="link")
@@ -125,10 +124,7 @@ def link_explorer(sweep: Mapping[str, Any], world_size: int | None = None, *, pr
         link = Link.from_gbit(drop.value, bw.value, lat.value)
         fig = time_figure(simulated_update_seconds(sweep, link, world_size),
                           f"{drop.value} ({bw.value:.3g} Gbit/s, {lat.value:.3g} us)")
-        # Set the outputs directly rather than showing inside ``with out:``: the same display
-        # in JupyterLab, and no output capture for notebook runners to trip over.
-        bundle = {"application/vnd.plotly.v1+json": {**json.loads(pio.to_json(fig)), "config": {}}}
-        out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        show_figure(out, fig)
 
     def on_preset(change: Any) -> None:
         if change["new"] == "custom" or busy[0]:

@@ -1,0 +1,27 @@
+# Slide decks and real-browser tests. Included by the Makefile: `include slides/slides.mk`.
+#   make slides        build every deck in slides/decks/ into slides/build/ (offline HTML)
+#   make slides-pdf    the same decks as PDF handouts (headless Chromium)
+#   make browser-test  decks and labs in headless Chromium (needs `bash slides/install_browser.sh`)
+SLIDES_OUT       ?= slides/build
+BROWSER_TEST_OUT ?= build/slides-test
+
+.PHONY: slides slides-pdf browser-test
+
+# reveal.js is vendored from the npm registry (pinned by slides/package-lock.json, cached in
+# ~/.npm); plotly.js comes from the pip package. Figures run their experiments at LAB_SIZE
+# (default: the student size, as in the labs).
+slides: $(STAMP)
+	SLIDES_BUILD=$(SLIDES_OUT) bash slides/fetch_assets.sh
+	$(BIN)/python slides/build.py --out $(SLIDES_OUT) $(DECKS)
+
+slides-pdf: slides
+	$(BIN)/python slides/pdf.py --out $(SLIDES_OUT) $(DECKS)
+
+# Builds the decks at the smoke size into a scratch folder (your slides/build is left alone),
+# then runs tests/browser: every deck from file:// and a local server, every lab in JupyterLab.
+# Screenshots: artifacts/browser/.
+browser-test: $(STAMP)
+	SLIDES_BUILD=$(BROWSER_TEST_OUT) bash slides/fetch_assets.sh
+	LAB_SIZE=smoke $(BIN)/python slides/build.py --out $(BROWSER_TEST_OUT)
+	LAB_BROWSER_TESTS=1 SLIDES_BUILD=$(BROWSER_TEST_OUT) $(BIN)/python -m pytest tests/browser \
+		-p no:cacheprovider $(PYTEST_ARGS)
