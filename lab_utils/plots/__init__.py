@@ -21,8 +21,10 @@ PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "",
           height: int = 420) -> go.Figure:
     """The common look: white background, readable fonts for a projector, titled axes."""
-    fig.update_layout(title=title, template="plotly_white", height=height, font=dict(size=14),
-                      margin=dict(l=60, r=20, t=60 if title else 20, b=50),
+    # The title sits at the top of the figure, the legend on its own row just above the plot.
+    fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), template="plotly_white",
+                      height=height, font=dict(size=14),
+                      margin=dict(l=60, r=20, t=95 if title else 40, b=50),
                       legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     fig.update_xaxes(title_text=xaxis)
     fig.update_yaxes(title_text=yaxis)
