@@ -55,3 +55,31 @@ def cuda_count() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def torchrun_two_agents(function: str, tmp_path, *, kwargs: str | None = None, rdzv_id: str = "labtest",
+                        timeout: float = 240) -> dict:
+    """Run ``function`` under two torchrun agents (--nnodes=2, one process each) on localhost,
+    standing in for two machines; return the JSON that global rank 0 wrote (it alone writes)."""
+    import json
+    import subprocess
+    import sys
+
+    from lab_utils.launch import free_port
+
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+    common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
+              f"--rdzv_endpoint=127.0.0.1:{free_port()}", f"--rdzv_id={rdzv_id}", "-m", "lab_utils.run",
+              function] + (["--kwargs", kwargs] if kwargs else []) + ["--out"]
+    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--node_rank={n}"] + common
+                               + [str(tmp_path / f"n{n}.json")], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env) for n in (0, 1)]
+    try:
+        outs = [a.communicate(timeout=timeout) for a in agents]
+    finally:
+        for a in agents:
+            a.kill()
+    assert all(a.returncode == 0 for a in agents), [o[1][-2000:] for o in outs]
+    written = list(tmp_path.glob("n*.json"))
+    assert len(written) == 1, f"expected one result file (global rank 0), got {written}"
+    return json.loads(written[0].read_text())

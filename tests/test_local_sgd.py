@@ -11,13 +11,12 @@ import pytest
 import torch
 
 from lab_utils import local_sgd as L
-from lab_utils.launch import free_port, launch
+from lab_utils.launch import launch
 from lab_utils.simnet import LINKS, allreduce_seconds
-from tests.conftest import wait_no_ranks
+from tests.conftest import torchrun_two_agents, wait_no_ranks
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 STEPS = 32
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def n_params(dim=32, classes=10, width=64, depth=2) -> int:
@@ -215,30 +214,12 @@ def test_rank_shards_partition_the_data():
 
 
 # ----------------------------------------------------------------------------- torchrun
-def _env():
-    return dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-
-
 @pytest.mark.slow
 def test_two_torchrun_agents_give_launchs_result(runs, tmp_path):
     """Two agents (--nnodes=2 on localhost) stand in for two machines; rank 0's result equals
     the one launch() produced for the same arguments."""
-    port = free_port()
     kwargs = json.dumps({"method": "local", "H": 4, "steps": STEPS})
-    common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}",
-              "--rdzv_id=lab5", "-m", "lab_utils.run", "lab_utils.local_sgd:train", "--kwargs", kwargs, "--out"]
-    agents = [subprocess.Popen(TORCHRUN + [f"--node_rank={n}"] + common + [str(tmp_path / f"n{n}.json")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-              for n in (0, 1)]
-    try:
-        outs = [a.communicate(timeout=240) for a in agents]
-    finally:
-        for a in agents:
-            a.kill()
-    assert all(a.returncode == 0 for a in agents), [o[1][-2000:] for o in outs]
-    written = list(tmp_path.glob("*.json"))
-    assert len(written) == 1
-    result = json.loads(written[0].read_text())
+    result = torchrun_two_agents("lab_utils.local_sgd:train", tmp_path, kwargs=kwargs, rdzv_id="lab5")
     assert result["world_size"] == 2
     # torchrun gives each single-process agent both cores (launch: one thread per rank), so the
     # matmuls may sum in another order: equal up to rounding, not bit for bit.

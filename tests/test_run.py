@@ -9,8 +9,7 @@ import sys
 
 import pytest
 
-from lab_utils.launch import free_port
-from tests.conftest import wait_no_ranks
+from tests.conftest import torchrun_two_agents, wait_no_ranks
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -32,26 +31,9 @@ def test_torchrun_one_node_two_processes(tmp_path):
 
 
 def test_two_agents_stand_in_for_two_machines(tmp_path):
-    port = free_port()
-    out = tmp_path / "result.json"
-    common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-              f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=labtest", "-m", "lab_utils.run",
-              "lab_utils.examples:whoami", "--out"]
-    agents = [subprocess.Popen(TORCHRUN + [f"--node_rank={n}"] + common + [str(tmp_path / f"n{n}.json")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
-              for n in (0, 1)]
-    try:
-        outs = [a.communicate(timeout=180) for a in agents]
-    finally:
-        for a in agents:
-            a.kill()
-    assert all(a.returncode == 0 for a in agents), [o[1][-2000:] for o in outs]
-    written = [p for p in tmp_path.iterdir() if p.suffix == ".json"]
-    assert len(written) == 1   # only global rank 0 writes
-    ranks = json.loads(written[0].read_text())["ranks"]
+    ranks = torchrun_two_agents("lab_utils.examples:whoami", tmp_path)["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert sorted(r["local_rank"] for r in ranks) == [0, 0]   # one process per "machine"
-    assert not out.exists()
     assert not wait_no_ranks()
 
 
