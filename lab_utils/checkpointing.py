@@ -429,8 +429,10 @@ def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], li
 def compare_strategies(model: nn.Sequential, x: torch.Tensor, strategies: dict, *,
                        loss_fn: Callable[[torch.Tensor], torch.Tensor] = lambda y: y.pow(2).mean(),
                        k: int = 2, repeat: int = 3, warmup: int = 2, profile_cpu: bool = False,
-                       blocks: tuple[list[int], list[int], list[int]] | None = None) -> list[dict]:
-    """Run one training step of ``model`` on ``x`` per strategy and measure it.
+                       blocks: tuple[list[int], list[int], list[int]] | None = None,
+                       progress: bool = False) -> list[dict]:
+    """Run one training step of ``model`` on ``x`` per strategy and measure it (``progress``:
+    show a progress bar over the strategies).
 
     ``strategies``: name -> segments, a name in STRATEGIES, or (segments, policy). Each result
     row holds: kept (saved bytes after the forward, SavedTensorMeter), peak_model (kept + the
@@ -456,7 +458,9 @@ def compare_strategies(model: nn.Sequential, x: torch.Tensor, strategies: dict, 
     ref = grads_of(base_fn)
     base_total = measure_recompute(model, lambda: loss_fn(base_fn())).total_flops
     rows = []
-    for name, spec in strategies.items():
+    from lab_utils.timing import progress as bar
+
+    for name, spec in bar(strategies.items(), desc="strategies", total=len(strategies), disable=not progress):
         segs, pol = spec if isinstance(spec, tuple) else (spec, None)
         fn = (lambda s=segs, p=pol: run_chain(model, x, s, policy=p, k=k))
         if isinstance(segs, str):

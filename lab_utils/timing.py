@@ -67,10 +67,9 @@ def throughput(samples: int, seconds: float) -> float:
     return samples / seconds if seconds > 0 else float("nan")
 
 
-def progress(iterable: Iterable, *, desc: str = "", total: int | None = None, disable: bool | None = None):
-    """A ``tqdm.auto`` progress bar (a widget in JupyterLab, text in a terminal).
-
-    ``disable=None`` hides it when output is not a terminal or notebook, as in CI logs."""
+def progress(iterable: Iterable, *, desc: str = "", total: int | None = None, disable: bool = False):
+    """A ``tqdm.auto`` progress bar (a widget in JupyterLab, text in a terminal) for loops that
+    run more than a couple of seconds; it disappears when the loop ends."""
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=desc, total=total, disable=disable, leave=False)
