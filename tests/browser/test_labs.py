@@ -182,7 +182,9 @@ STATE_JS = """() => {
     cells.push({index: i, count: m.executionCount, source: m.sharedModel.getSource().slice(0, 80),
                 errors: outs.filter(o => o.output_type === 'error').map(o => o.ename + ': ' + o.evalue),
                 plotly: outs.filter(o => o.data && o.data['%(plotly)s']).length,
-                widgets: outs.filter(o => o.data && o.data['%(widget)s']).length});
+                // tqdm progress bars are widgets too, but nothing to move (and they close)
+                widgets: outs.filter(o => o.data && o.data['%(widget)s']
+                                     && !/\\d+%%\\|/.test(o.data['text/plain'] || '')).length});
   }
   return {run: window.__labRun, status: panel.sessionContext.session?.kernel?.status, cells};
 }""" % {"plotly": PLOTLY_MIME, "widget": WIDGET_MIME}
