@@ -239,7 +239,7 @@ def test_cross_entropy_sum_and_errors():
 
 # ----------------------------------------------------------------------------- figures
 def test_figures_show_the_measured_values():
-    from lab_utils.plots.accumulation import PUBLISHED_HF_2022, gap_figure, seed_table_figure, token_weight_figure
+    from lab_utils.plots.accumulation import gap_figure, seed_table_figure, token_weight_figure
 
     fig = token_weight_figure([10, 30])  # K=2, 40 tokens: weights 40/(2*10) = 2 and 40/(2*30) = 2/3
     assert list(fig.data[0].y) == pytest.approx([2.0, 2 / 3]) and list(fig.data[1].y) == [1.0, 1.0]
@@ -250,10 +250,9 @@ def test_figures_show_the_measured_values():
     assert fig.data[0].x[2] == 1e-18  # an exact zero drawn at the floor of the log axis
     rows = [{"seconds": 2.0, "peak_bytes": 8.0}, {"seconds": 3.0, "peak_bytes": 2.0}, {"seconds": 4.0, "peak_bytes": 1.0}]
     fig = seed_table_figure(rows)
-    measured_time, measured_mem, published_time = fig.data[0].y, fig.data[1].y, fig.data[2].y
+    measured_time, measured_mem = fig.data[0].y, fig.data[1].y
     assert list(measured_time) == [1.0, 1.5, 2.0] and list(measured_mem) == [1.0, 0.25, 0.125]
-    pub = list(PUBLISHED_HF_2022.values())
-    assert published_time[1] == pytest.approx(pub[1]["seconds"] / pub[0]["seconds"])
+    assert len(fig.data) == 2   # only numbers measured here
     with pytest.raises(ValueError, match="measured rows"):
         seed_table_figure(rows[:2])
 

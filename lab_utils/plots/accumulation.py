@@ -4,7 +4,7 @@
     gap_figure({"plain loop": 3e-17, "forgot / K": 0.02})         # distance to one large batch
     token_weight_figure([120, 40, 75, 90])                        # tokens per micro-batch
     memory_speed_figure([1, 2, 4], [1e6, 2e6, 4e6], [50, 80, 95])
-    seed_table_figure(rows)                                       # measured vs the published table
+    seed_table_figure(rows)                                       # the seed's table, measured here
 """
 from __future__ import annotations
 
@@ -15,17 +15,11 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import style
 
-__all__ = ["PUBLISHED_HF_2022", "gap_figure", "token_weight_figure", "lr_figure", "memory_speed_figure",
+__all__ = ["SETUPS", "gap_figure", "token_weight_figure", "lr_figure", "memory_speed_figure",
            "seed_table_figure"]
 
-PUBLISHED_HF_2022: dict[str, dict[str, float]] = {
-    "batch B": {"seconds": 57.82, "samples_per_s": 8.86, "memory_mb": 14949},
-    "B/K x K": {"seconds": 66.03, "samples_per_s": 7.75, "memory_mb": 8681},
-    "B/K x K + checkpointing": {"seconds": 85.47, "samples_per_s": 5.99, "memory_mb": 6775},
-}
-"""Published numbers, not measured here: the Hugging Face page "Efficient training on a single
-GPU" (2022), quoted by seed 002. bert-large-uncased, one V100 16 GB, fp32, 512 dummy sequences of
-512 tokens, B=4, K=4; memory is NVML whole-device memory (it includes ~1.3 GB of CUDA context)."""
+# The three setups of the seed's table, measured on the current device.
+SETUPS = ("batch B", "B/K x K", "B/K x K + checkpointing")
 
 _OK, _BAD = "#2a9d8f", "#e76f51"
 
@@ -99,28 +93,22 @@ def memory_speed_figure(micro_batch_sizes: Sequence[int], peak_bytes: Sequence[f
     return fig
 
 
-def seed_table_figure(measured: Sequence[Mapping[str, float]], *, setups: Sequence[str] | None = None,
-                      device: str = "cpu", published: Mapping[str, Mapping[str, float]] = PUBLISHED_HF_2022,
-                      memory_key: str = "peak_bytes") -> go.Figure:
-    """Time and memory of each setup relative to the first ("batch B" = 1.0): this machine's
-    measurements next to the published table of the 2022 Hugging Face page (another machine,
-    another model: the shape of the trade-off compares, the values do not).
+def seed_table_figure(measured: Sequence[Mapping[str, float]], *, setups: Sequence[str] = SETUPS,
+                      device: str = "cpu", memory_key: str = "peak_bytes") -> go.Figure:
+    """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
+    ``device``: the shape of the seed's table (accumulation trades time for memory).
 
-    ``measured``: rows in the order of ``setups`` (default: the published setups), each with
-    ``seconds`` and ``memory_key``."""
-    setups = list(setups or published)
+    ``measured``: rows in the order of ``setups``, each with ``seconds`` and ``memory_key``."""
+    setups = list(setups)
     if len(measured) != len(setups):
         raise ValueError(f"seed_table_figure(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
-    pub_rows = [published[s] for s in published]
-    series = [(f"measured here ({device})", measured, "seconds", memory_key, _OK),
-              ("published: HF 2022, V100, bert-large", pub_rows, "seconds", "memory_mb", "#8d99ae")]
-    for name, rows, tkey, mkey, color in series:
-        t0, m0 = rows[0][tkey], rows[0][mkey]
-        fig.add_trace(go.Bar(name=name, x=setups, y=[r[tkey] / t0 for r in rows], marker_color=color,
-                             legendgroup=name), 1, 1)
-        fig.add_trace(go.Bar(name=name, x=setups, y=[r[mkey] / m0 for r in rows], marker_color=color,
-                             legendgroup=name, showlegend=False), 1, 2)
+    name = f"measured here ({device})"
+    t0, m0 = measured[0]["seconds"], measured[0][memory_key]
+    fig.add_trace(go.Bar(name=name, x=setups, y=[r["seconds"] / t0 for r in measured], marker_color=_OK,
+                         legendgroup=name), 1, 1)
+    fig.add_trace(go.Bar(name=name, x=setups, y=[r[memory_key] / m0 for r in measured], marker_color=_OK,
+                         legendgroup=name, showlegend=False), 1, 2)
     style(fig, title="Accumulation trades time for memory (relative to batch B)", height=460)
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0),
