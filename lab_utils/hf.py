@@ -141,19 +141,11 @@ def compute_metrics(eval_pred: Any) -> dict[str, float]:
 
 
 def build_model(*, n_layer: int = 2, n_embd: int = 64, seed: int = 0, checkpointing: bool = False):
-    """``lab_utils.models.tiny_classifier`` (GPT-2 from a config, 2 labels), quietly, offline."""
+    """``lab_utils.models.tiny_classifier`` (GPT-2 from a config, 2 labels), offline."""
     offline()
-    from transformers.utils import logging as hf_logging
-
     from lab_utils.models import tiny_classifier
 
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()   # the tiny config's vocab does not hold GPT-2's bos/eos ids
-    try:
-        model = tiny_classifier(num_labels=2, n_layer=n_layer, n_embd=n_embd, seed=seed)
-    finally:
-        hf_logging.set_verbosity(old)
-    model.config.use_cache = False   # a classifier needs no key/value cache (and checkpointing forbids it)
+    model = tiny_classifier(num_labels=2, n_layer=n_layer, n_embd=n_embd, seed=seed)
     if checkpointing:
         model.activation_checkpointing_enable()   # the talk's gradient_checkpointing_enable()
     return model

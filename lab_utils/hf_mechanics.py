@@ -88,14 +88,7 @@ def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed
     offline()
     from lab_utils.models import tiny_gpt2
 
-    from transformers.utils import logging as hf_logging
-
-    old = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()   # config notes about GPT-2's token ids and loss_type
-    try:
-        return _token_loss_normalisation(tiny_gpt2(seed=seed), micro_batches, per_micro, seed)
-    finally:
-        hf_logging.set_verbosity(old)
+    return _token_loss_normalisation(tiny_gpt2(seed=seed), micro_batches, per_micro, seed)
 
 
 def _token_loss_normalisation(model, micro_batches: int, per_micro: int, seed: int) -> dict[str, Any]:

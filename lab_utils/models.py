@@ -99,6 +99,9 @@ def _gpt2_config(vocab_size: int, n_positions: int, n_embd: int, n_layer: int, n
     # transformers has nothing to warn about.
     extra.setdefault("bos_token_id", vocab_size - 1)
     extra.setdefault("eos_token_id", vocab_size - 1)
+    # The labs train these models and never sample from them: no key/value cache, which
+    # checkpointing would switch off anyway (with a note on every call).
+    extra.setdefault("use_cache", False)
     return GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
                       n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **extra)
 
@@ -109,7 +112,10 @@ def tiny_gpt2(n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *, vocab_size
     from transformers import GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    return GPT2LMHeadModel(_gpt2_config(vocab_size, n_positions, n_embd, n_layer, n_head))
+    model = GPT2LMHeadModel(_gpt2_config(vocab_size, n_positions, n_embd, n_layer, n_head))
+    # Naming the loss spares transformers' note that an unset loss_type falls back to this one.
+    model.loss_type = "ForCausalLM"
+    return model
 
 
 def tiny_classifier(num_labels: int = 2, n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *,

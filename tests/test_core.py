@@ -37,6 +37,18 @@ def test_tiny_hf_models_build_offline():
     assert clf(input_ids=ids, attention_mask=mask).logits.shape == (4, 2)
 
 
+def test_tiny_hf_models_train_without_a_word(capfd):
+    """No transformers notes (token ids outside the vocabulary, an unset loss type): nbval
+    compares stderr, so a model that logs would make every lab cell that builds one fail."""
+    lm = models.tiny_gpt2(n_layer=1, n_embd=32, n_head=2, seed=3)
+    lm.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    lm(**data.lm_batch(n=2, max_len=8), num_items_in_batch=9).loss.backward()
+    clf = models.tiny_classifier(n_layer=1, n_embd=32, n_head=2, seed=3)
+    ids, mask, labels = data.token_classification(n=2, max_len=8)
+    clf(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+    assert capfd.readouterr().err == ""
+
+
 def test_datasets_are_seeded_and_learnable():
     x1, y1 = data.regression(n=32, dim=4, seed=3)
     x2, y2 = data.regression(n=32, dim=4, seed=3)

@@ -48,9 +48,6 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
 
 
 def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, steps: int) -> bool:
-    import transformers
-
-    transformers.logging.set_verbosity_error()
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 128, (batch, seq), generator=g).to(dev)
     results = {}
