@@ -212,21 +212,28 @@ def wait_run(page, n_cells: int) -> dict:
         time.sleep(1.0)
 
 
-def move_widget(page, cell_node) -> str | None:
+def cell_node(page, index: int):
+    """The notebook cell at ``index``, scrolled into view."""
+    node = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    node.scroll_into_view_if_needed()
+    return node
+
+
+def move_widget(page, node) -> str | None:
     """Change the first slider, dropdown or toggle widget in the cell; what was moved."""
-    handle = cell_node.locator(".widget-slider .noUi-handle, .widget-hslider .noUi-handle")
+    handle = node.locator(".widget-slider .noUi-handle, .widget-hslider .noUi-handle")
     if handle.count():
         handle.first.focus()
         handle.first.press("ArrowRight")                # noUiSlider: one step (cheap to recompute)
         return "slider"
-    select = cell_node.locator(".widget-dropdown select")
+    select = node.locator(".widget-dropdown select")
     if select.count():
         options = select.first.locator("option").all_text_contents()
         current = select.first.input_value()
         other = next(o for o in options if o != current)
         select.first.select_option(label=other)
         return "dropdown"
-    buttons = cell_node.locator(".widget-toggle-buttons button:not(.mod-active)")
+    buttons = node.locator(".widget-toggle-buttons button:not(.mod-active)")
     if buttons.count():
         buttons.first.click()
         return "toggle buttons"
@@ -256,8 +263,7 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
     for c in state["cells"]:
         if not c["plotly"]:
             continue
-        node = page.locator(".jp-Notebook .jp-Cell").nth(c["index"])
-        node.scroll_into_view_if_needed()
+        node = cell_node(page, c["index"])
         page.wait_for_function(f"i => ({FIGS_JS})(i).filter(f => f.svg > 0 && f.w > 100 && f.h > 100).length >= "
                                f"{c['plotly']}", arg=c["index"], timeout=30_000)
         if not shot:
@@ -268,8 +274,7 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
     for c in state["cells"]:
         if not c["widgets"]:
             continue
-        node = page.locator(".jp-Notebook .jp-Cell").nth(c["index"])
-        node.scroll_into_view_if_needed()
+        node = cell_node(page, c["index"])
         page.wait_for_function(
             "i => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
             ".querySelectorAll('.jupyter-widgets, .widget-output, .js-plotly-plot').length > 0",
