@@ -10,14 +10,42 @@ One concept per module: ``launch`` (processes), ``run`` (torchrun entry point), 
 ``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data``, ``checks``, ``env``,
 ``plots`` (plotly figures for labs and slides), plus one module per lab topic.
 """
+
 from lab_utils import checks, data, env, models, simnet, timing
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import device, lab_size, pick, versions
-from lab_utils.launch import (DistInfo, LaunchError, LaunchTimeout, RankDiedError, RankError,
-                              RankResults, dist_info, launch)
+from lab_utils.launch import (
+    DistInfo,
+    LaunchError,
+    LaunchTimeout,
+    RankDiedError,
+    RankError,
+    RankResults,
+    dist_info,
+    launch,
+)
 
 __version__ = "0.1.0"
 
-__all__ = ["launch", "dist_info", "DistInfo", "RankResults", "LaunchError", "RankError",
-           "RankDiedError", "LaunchTimeout", "CommCounter", "CommEvent", "pick", "lab_size",
-           "device", "versions", "checks", "data", "env", "models", "simnet", "timing"]
+__all__ = [
+    "launch",
+    "dist_info",
+    "DistInfo",
+    "RankResults",
+    "LaunchError",
+    "RankError",
+    "RankDiedError",
+    "LaunchTimeout",
+    "CommCounter",
+    "CommEvent",
+    "pick",
+    "lab_size",
+    "device",
+    "versions",
+    "checks",
+    "data",
+    "env",
+    "models",
+    "simnet",
+    "timing",
+]

@@ -4,6 +4,7 @@ It is started as a script (``python .../lab_utils/_rank.py``), not with ``-m``, 
 parent-death watch is armed before anything heavy is imported: importing torch takes seconds,
 and a kernel killed in those seconds must not leave this process behind.
 """
+
 import os
 import signal
 import sys

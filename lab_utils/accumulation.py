@@ -12,6 +12,7 @@ what lets the loop choose how to normalise: the mean of each micro-batch divided
 textbook loop, wrong for token losses of padded sequences) or the sum divided by the number of
 items in the whole window (what one large batch computes).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,10 +24,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["Batch", "NORMALIZE", "LAST_WINDOW", "SCHEDULER_PER", "History", "windows",
-           "window_sizes", "num_updates", "concat_batches", "count_items", "count_tokens",
-           "mse_sum", "cross_entropy_sum", "lm_token_loss_sum", "train_accumulated",
-           "train_large_batch", "GradientAggregationOptimizer"]
+__all__ = [
+    "Batch",
+    "NORMALIZE",
+    "LAST_WINDOW",
+    "SCHEDULER_PER",
+    "History",
+    "windows",
+    "window_sizes",
+    "num_updates",
+    "concat_batches",
+    "count_items",
+    "count_tokens",
+    "mse_sum",
+    "cross_entropy_sum",
+    "lm_token_loss_sum",
+    "train_accumulated",
+    "train_large_batch",
+    "GradientAggregationOptimizer",
+]
 
 Batch = Union[tuple, list, Mapping]
 LossFn = Callable[[nn.Module, Batch], torch.Tensor]
@@ -52,7 +68,7 @@ def windows(micro_batches: Sequence, k: int, *, drop_last: bool = False) -> list
     if k < 1:
         raise ValueError(f"k={k}: the number of micro-batches per update must be >= 1")
     items = list(micro_batches)
-    out = [items[i:i + k] for i in range(0, len(items), k)]
+    out = [items[i : i + k] for i in range(0, len(items), k)]
     if drop_last and out and len(out[-1]) < k:
         out.pop()
     return out
@@ -85,8 +101,10 @@ def concat_batches(batches: Sequence[Batch]) -> Batch:
             return {key: torch.cat([b[key] for b in batches]) for key in first}
         return tuple(torch.cat(parts) for parts in zip(*batches))
     except RuntimeError as err:
-        raise ValueError("concat_batches(): micro-batches differ in shape beyond dim 0; pad them "
-                         "to the same length (e.g. the same max_len for lm_batch)") from err
+        raise ValueError(
+            "concat_batches(): micro-batches differ in shape beyond dim 0; pad them "
+            "to the same length (e.g. the same max_len for lm_batch)"
+        ) from err
 
 
 # ----------------------------------------------------------------------------- losses and counts
@@ -120,8 +138,9 @@ def lm_token_loss_sum(model: nn.Module, batch: Mapping) -> torch.Tensor:
     Computed from the logits in the model's own dtype: transformers' built-in loss casts logits
     to float32, which would spoil a float64 comparison."""
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten(),
-                           ignore_index=-100, reduction="sum")
+    return F.cross_entropy(
+        logits[:, :-1].flatten(0, 1), batch["labels"][:, 1:].flatten(), ignore_index=-100, reduction="sum"
+    )
 
 
 # ----------------------------------------------------------------------------- the two loops
@@ -129,6 +148,7 @@ def lm_token_loss_sum(model: nn.Module, batch: Mapping) -> torch.Tensor:
 class History:
     """What a training loop did: the loss of each update (window sum / window items, so runs
     compare), the learning rate each update used, and micro-batches left without a step."""
+
     losses: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
     leftover_micro_batches: int = 0
@@ -143,10 +163,20 @@ def _check_choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name}={value!r}: choose one of {allowed}")
 
 
-def train_accumulated(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches: Sequence[Batch],
-                      k: int, loss_fn: LossFn, *, items: ItemsFn = count_items, normalize: str = "window",
-                      last_window: str = "real-size", scheduler=None, scheduler_per: str = "update",
-                      epochs: int = 1) -> History:
+def train_accumulated(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[Batch],
+    k: int,
+    loss_fn: LossFn,
+    *,
+    items: ItemsFn = count_items,
+    normalize: str = "window",
+    last_window: str = "real-size",
+    scheduler=None,
+    scheduler_per: str = "update",
+    epochs: int = 1,
+) -> History:
     """Train with gradient accumulation: ``backward()`` on every micro-batch, one optimizer step
     (then ``zero_grad``) per window of ``k`` micro-batches. See ``NORMALIZE``, ``LAST_WINDOW`` and
     ``SCHEDULER_PER`` for the choices; the defaults reproduce :func:`train_large_batch`."""
@@ -186,9 +216,17 @@ def train_accumulated(model: nn.Module, optimizer: torch.optim.Optimizer, micro_
     return hist
 
 
-def train_large_batch(model: nn.Module, optimizer: torch.optim.Optimizer, micro_batches: Sequence[Batch],
-                      k: int, loss_fn: LossFn, *, items: ItemsFn = count_items, scheduler=None,
-                      epochs: int = 1) -> History:
+def train_large_batch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[Batch],
+    k: int,
+    loss_fn: LossFn,
+    *,
+    items: ItemsFn = count_items,
+    scheduler=None,
+    epochs: int = 1,
+) -> History:
     """The reference: each window of ``k`` micro-batches concatenated into one batch, one
     forward/backward of its mean loss, one step (a short last window gives a smaller batch)."""
     hist = History()
@@ -244,8 +282,10 @@ class GradientAggregationOptimizer:
         """Add ``grads / num_micro_batches`` to the buffers; apply and reset on every
         ``num_micro_batches``-th call. Returns True when an update was applied."""
         if len(grads) != len(self.params):
-            raise ValueError(f"apply_gradients(): got {len(grads)} gradients for {len(self.params)} "
-                             "parameters; pass the list compute_gradients() returned")
+            raise ValueError(
+                f"apply_gradients(): got {len(grads)} gradients for {len(self.params)} "
+                "parameters; pass the list compute_gradients() returned"
+            )
         for acc, g in zip(self.grad_accum, grads):
             if g is not None:
                 acc.add_(g / self.num_micro_batches)

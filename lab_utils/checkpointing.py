@@ -26,9 +26,9 @@ sqrt(N) rule of Chen et al. (2016), for one extra forward pass.
 Runners always use ``use_reentrant=False`` (reentrant checkpointing ignores inputs that do not
 require grad and breaks with DDP: "Expected to mark a variable ready only once").
 """
+
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -36,24 +36,48 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import (CheckpointPolicy, checkpoint, checkpoint_sequential,
-                                    create_selective_checkpoint_contexts)
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    checkpoint_sequential,
+    create_selective_checkpoint_contexts,
+)
 
 from lab_utils.memory import note_saved
 
-__all__ = ["Segment", "Plan", "evaluate", "plan_for_budget", "min_peak", "optimal_front",
-           "segments_none", "segments_every_block", "segments_every_k", "segments_sqrt",
-           "segments_checkpoint_sequential", "segments_selective", "STRATEGIES", "strategy_segments",
-           "MATMUL_OPS", "selective_policy", "module_policy", "run_chain", "checkpoint_region",
-           "profile_blocks", "compare_strategies", "results_table"]
+__all__ = [
+    "Segment",
+    "Plan",
+    "evaluate",
+    "plan_for_budget",
+    "min_peak",
+    "optimal_front",
+    "segments_none",
+    "segments_every_block",
+    "segments_every_k",
+    "segments_sqrt",
+    "segments_checkpoint_sequential",
+    "segments_selective",
+    "STRATEGIES",
+    "strategy_segments",
+    "MATMUL_OPS",
+    "selective_policy",
+    "module_policy",
+    "run_chain",
+    "checkpoint_region",
+    "profile_blocks",
+    "compare_strategies",
+    "results_table",
+]
 
-Segment = tuple[int, int, str]   # (start, stop, mode); mode: "store", "full" or "selective"
+Segment = tuple[int, int, str]  # (start, stop, mode); mode: "store", "full" or "selective"
 MODES = ("store", "full", "selective")
 
 
 @dataclass(frozen=True)
 class Plan:
     """A schedule and its cost under the model in the module docstring."""
+
     segments: tuple[Segment, ...]
     kept: float
     peak: float
@@ -87,8 +111,7 @@ def _check_segments(segments: Sequence[Segment], n: int) -> None:
         raise ValueError(f"segments cover 0..{pos} but the chain has {n} blocks")
 
 
-def evaluate(segments: Sequence[Segment], act: Sequence[float], inp: Sequence[float],
-             cost: Sequence[float]) -> Plan:
+def evaluate(segments: Sequence[Segment], act: Sequence[float], inp: Sequence[float], cost: Sequence[float]) -> Plan:
     """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model.
     ("selective" segments are treated as "full": the model does not know which ops they save.)"""
     n = _check_chain(act, inp, cost)
@@ -124,7 +147,7 @@ def _fronts(act, inp, cost, cap: float, kept_cap: float):
             j -= 1
         cands.sort(key=lambda t: (t[0], t[1]))
         front, best_r = [], math.inf
-        for k, r, segs in cands:          # keep the points no other point beats on both axes
+        for k, r, segs in cands:  # keep the points no other point beats on both axes
             if k <= kept_cap and r < best_r:
                 front.append((k, r, segs))
                 best_r = r
@@ -189,8 +212,7 @@ def _min_peak_fast(act, inp) -> float:
     return best
 
 
-def plan_for_budget(act: Sequence[float], inp: Sequence[float], cost: Sequence[float],
-                    budget: float) -> Plan:
+def plan_for_budget(act: Sequence[float], inp: Sequence[float], cost: Sequence[float], budget: float) -> Plan:
     """The plan with the least recompute whose peak fits in ``budget`` (ties: smaller peak).
 
     Raises ValueError naming the smallest feasible budget when ``budget`` is below it."""
@@ -205,8 +227,10 @@ def plan_for_budget(act: Sequence[float], inp: Sequence[float], cost: Sequence[f
                 best = p
     if best is None:
         lo = _min_peak_fast(act, inp)
-        raise ValueError(f"budget={budget:g} is below the smallest peak any plan reaches for this "
-                         f"{n}-block chain ({lo:g}); raise the budget to at least {lo:g}")
+        raise ValueError(
+            f"budget={budget:g} is below the smallest peak any plan reaches for this "
+            f"{n}-block chain ({lo:g}); raise the budget to at least {lo:g}"
+        )
     return best
 
 
@@ -254,23 +278,34 @@ STRATEGIES = ("none", "every block", "every k", "checkpoint_sequential", "sqrt(N
 def strategy_segments(name: str, n: int, k: int = 2) -> list[Segment]:
     """Segments of a named strategy in ``STRATEGIES`` (``k``: blocks per segment, or the number
     of segments for "checkpoint_sequential")."""
-    table = {"none": lambda: segments_none(n), "every block": lambda: segments_every_block(n),
-             "every k": lambda: segments_every_k(n, k), "sqrt(N)": lambda: segments_sqrt(n),
-             "checkpoint_sequential": lambda: segments_checkpoint_sequential(n, k),
-             "selective": lambda: segments_selective(n)}
+    table = {
+        "none": lambda: segments_none(n),
+        "every block": lambda: segments_every_block(n),
+        "every k": lambda: segments_every_k(n, k),
+        "sqrt(N)": lambda: segments_sqrt(n),
+        "checkpoint_sequential": lambda: segments_checkpoint_sequential(n, k),
+        "selective": lambda: segments_selective(n),
+    }
     if name not in table:
         raise ValueError(f"strategy {name!r} is not one of {STRATEGIES}")
     return table[name]()
 
 
 # -- selective policies ---------------------------------------------------------------------
-MATMUL_OPS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
-                        torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default,
-                        torch.ops.aten.linear.default, torch.ops.aten.matmul.default})
+MATMUL_OPS = frozenset(
+    {
+        torch.ops.aten.mm.default,
+        torch.ops.aten.addmm.default,
+        torch.ops.aten.bmm.default,
+        torch.ops.aten.baddbmm.default,
+        torch.ops.aten.linear.default,
+        torch.ops.aten.matmul.default,
+    }
+)
 
 
 def _note_outputs(out, source: str) -> None:
-    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+    for t in out if isinstance(out, (tuple, list)) else (out,):
         if isinstance(t, torch.Tensor):
             note_saved(t, source)
 
@@ -299,17 +334,18 @@ class module_policy:
         self.save = set(save)
         names = {n for n, _ in model.named_modules()}
         if self.save - names:
-            raise ValueError(f"module_policy: {sorted(self.save - names)} are not modules of the model; "
-                             f"choose from {sorted(n for n in names if n)}")
+            raise ValueError(
+                f"module_policy: {sorted(self.save - names)} are not modules of the model; "
+                f"choose from {sorted(n for n in names if n)}"
+            )
         self._stack: list[str] = []
         self._handles = []
         for name, mod in model.named_modules():
             if name:
                 self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
-                self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n),
-                                                               always_call=True))
+                self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
 
-    def _pop(self, name: str) -> None:   # a forward hook must return None (else it replaces the output)
+    def _pop(self, name: str) -> None:  # a forward hook must return None (else it replaces the output)
         if self._stack and self._stack[-1] == name:
             self._stack.pop()
 
@@ -324,7 +360,7 @@ class module_policy:
             h.remove()
         self._handles.clear()
 
-    def __enter__(self) -> "module_policy":
+    def __enter__(self) -> module_policy:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -343,7 +379,7 @@ def _tensors_in(obj, depth: int = 0):
     elif isinstance(obj, (list, tuple)):
         for v in obj:
             yield from _tensors_in(v, depth + 1)
-    elif hasattr(obj, "val"):                      # torch's _VersionWrapper around a cached output
+    elif hasattr(obj, "val"):  # torch's _VersionWrapper around a cached output
         yield from _tensors_in(obj.val, depth + 1)
 
 
@@ -380,8 +416,14 @@ def checkpoint_region(fn: Callable, *args, policy: Callable | None = None):
     return checkpoint(fn, *args, use_reentrant=False, context_fn=functools.partial(_sac_contexts, policy))
 
 
-def run_chain(model: nn.Sequential, x: torch.Tensor, segments: Sequence[Segment] | str,
-              *, policy: Callable | None = None, k: int = 2) -> torch.Tensor:
+def run_chain(
+    model: nn.Sequential,
+    x: torch.Tensor,
+    segments: Sequence[Segment] | str,
+    *,
+    policy: Callable | None = None,
+    k: int = 2,
+) -> torch.Tensor:
     """Run the blocks of ``model`` on ``x`` following ``segments`` (or a name in STRATEGIES).
 
     "full" segments use ``checkpoint(..., use_reentrant=False)``; "selective" ones add a
@@ -416,7 +458,7 @@ def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], li
     act, inp, cost = [], [], []
     h = x.detach()
     for blk in model:
-        h = h.detach().requires_grad_(h.is_floating_point())   # as in the middle of a chain
+        h = h.detach().requires_grad_(h.is_floating_point())  # as in the middle of a chain
         with SavedTensorMeter(blk) as meter:
             out = blk(h)
         act.append(meter.total_bytes)
@@ -426,11 +468,19 @@ def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], li
     return act, inp, cost
 
 
-def compare_strategies(model: nn.Sequential, x: torch.Tensor, strategies: dict, *,
-                       loss_fn: Callable[[torch.Tensor], torch.Tensor] = lambda y: y.pow(2).mean(),
-                       k: int = 2, repeat: int = 3, warmup: int = 2, profile_cpu: bool = False,
-                       blocks: tuple[list[int], list[int], list[int]] | None = None,
-                       progress: bool = False) -> list[dict]:
+def compare_strategies(
+    model: nn.Sequential,
+    x: torch.Tensor,
+    strategies: dict,
+    *,
+    loss_fn: Callable[[torch.Tensor], torch.Tensor] = lambda y: y.pow(2).mean(),
+    k: int = 2,
+    repeat: int = 3,
+    warmup: int = 2,
+    profile_cpu: bool = False,
+    blocks: tuple[list[int], list[int], list[int]] | None = None,
+    progress: bool = False,
+) -> list[dict]:
     """Run one training step of ``model`` on ``x`` per strategy and measure it (``progress``:
     show a progress bar over the strategies).
 
@@ -462,10 +512,13 @@ def compare_strategies(model: nn.Sequential, x: torch.Tensor, strategies: dict, 
 
     for name, spec in bar(strategies.items(), desc="strategies", total=len(strategies), disable=not progress):
         segs, pol = spec if isinstance(spec, tuple) else (spec, None)
-        fn = (lambda s=segs, p=pol: run_chain(model, x, s, policy=p, k=k))
+        fn = lambda s=segs, p=pol: run_chain(model, x, s, policy=p, k=k)
         if isinstance(segs, str):
-            segs_model = (segments_checkpoint_sequential(n, k) if segs == "checkpoint_sequential"
-                          else strategy_segments(segs, n, k))
+            segs_model = (
+                segments_checkpoint_sequential(n, k)
+                if segs == "checkpoint_sequential"
+                else strategy_segments(segs, n, k)
+            )
         else:
             segs_model = list(segs)
         got = grads_of(fn)
@@ -483,11 +536,21 @@ def compare_strategies(model: nn.Sequential, x: torch.Tensor, strategies: dict, 
         # min: robust to a busy machine; repeat=0 skips timing (seconds = nan)
         secs = time_fn(step, warmup=warmup, repeat=repeat).min if repeat > 0 else float("nan")
         biggest = max((sum(act[s:e]) for s, e, m in segs_model if m != "store"), default=0)
-        rows.append(dict(name=name, segments=segs_model, kept=mem.saved_bytes, peak_model=mem.saved_bytes + biggest,
-                         peak=mem.peak_cuda_bytes if mem.peak_cuda_bytes is not None else mem.peak_cpu_bytes,
-                         forward_flops=rec.forward_flops, total_flops=rec.total_flops,
-                         extra_flops=rec.total_flops - base_total,
-                         recomputed=rec.n_recomputed_calls, seconds=secs, grad_diff=diff))
+        rows.append(
+            dict(
+                name=name,
+                segments=segs_model,
+                kept=mem.saved_bytes,
+                peak_model=mem.saved_bytes + biggest,
+                peak=mem.peak_cuda_bytes if mem.peak_cuda_bytes is not None else mem.peak_cpu_bytes,
+                forward_flops=rec.forward_flops,
+                total_flops=rec.total_flops,
+                extra_flops=rec.total_flops - base_total,
+                recomputed=rec.n_recomputed_calls,
+                seconds=secs,
+                grad_diff=diff,
+            )
+        )
     model.zero_grad(set_to_none=True)
     return rows
 
@@ -498,11 +561,15 @@ def results_table(rows: list[dict], *, base: str | None = None) -> str:
     from lab_utils.memory import fmt_bytes
 
     b = next((r for r in rows if r["name"] == base), rows[0])
-    lines = [f"{'strategy':<24}{'kept':>11}{'kept/base':>10}{'peak(model)':>13}{'alloc peak':>12}"
-             f"{'extra fwd FLOPs':>16}{'re-run calls':>13}{'time':>10}{'time/base':>10}"]
+    lines = [
+        f"{'strategy':<24}{'kept':>11}{'kept/base':>10}{'peak(model)':>13}{'alloc peak':>12}"
+        f"{'extra fwd FLOPs':>16}{'re-run calls':>13}{'time':>10}{'time/base':>10}"
+    ]
     for r in rows:
-        lines.append(f"{r['name']:<24}{fmt_bytes(r['kept']):>11}{r['kept'] / b['kept']:>10.1%}"
-                     f"{fmt_bytes(r['peak_model']):>13}{fmt_bytes(r['peak']):>12}"
-                     f"{r['extra_flops'] / r['forward_flops']:>16.2f}{r['recomputed']:>13}"
-                     f"{r['seconds'] * 1e3:>8.1f}ms{r['seconds'] / b['seconds']:>10.2f}")
+        lines.append(
+            f"{r['name']:<24}{fmt_bytes(r['kept']):>11}{r['kept'] / b['kept']:>10.1%}"
+            f"{fmt_bytes(r['peak_model']):>13}{fmt_bytes(r['peak']):>12}"
+            f"{r['extra_flops'] / r['forward_flops']:>16.2f}{r['recomputed']:>13}"
+            f"{r['seconds'] * 1e3:>8.1f}ms{r['seconds'] / b['seconds']:>10.2f}"
+        )
     return "\n".join(lines)

@@ -1,9 +1,10 @@
 """Checks that teach: one friendly line when a claim holds, an AssertionError with a hint when not.
 
-    from lab_utils.checks import cmp, check, params_close
-    cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
-    check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
+from lab_utils.checks import cmp, check, params_close
+cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
+check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -18,8 +19,7 @@ def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.detach().double() - b.detach().double()).abs().max().item() if a.numel() else 0.0
 
 
-def cmp(name: str, ours: torch.Tensor, reference: torch.Tensor, *, atol: float = 1e-6,
-        quiet: bool = False) -> str:
+def cmp(name: str, ours: torch.Tensor, reference: torch.Tensor, *, atol: float = 1e-6, quiet: bool = False) -> str:
     """Compare two tensors, print and return one of 'exact', 'close' or 'DIFFERENT'.
 
     The printed line holds no raw difference, so it is stable across machines; the difference

@@ -15,6 +15,7 @@ records the bucket and then does exactly what DDP's default does (an all-reduce 
 followed by division by the world size). ``track`` wraps the ``torch.distributed`` functions
 that move tensors, so code such as Accelerate's ``LocalSGD`` is counted without changing it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -29,8 +30,19 @@ import torch.distributed as dist
 __all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
 
 # Functions that move tensor data between ranks, and the argument that holds the tensor(s).
-TRACKED_OPS = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-               "reduce_scatter_tensor", "reduce", "all_to_all", "all_to_all_single", "send", "recv")
+TRACKED_OPS = (
+    "all_reduce",
+    "broadcast",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "reduce",
+    "all_to_all",
+    "all_to_all_single",
+    "send",
+    "recv",
+)
 
 
 @dataclass
@@ -73,11 +85,13 @@ class CommCounter:
     _paused: bool = False
 
     # -- DDP gradient buckets -------------------------------------------------------------
-    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> "CommCounter":
+    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> CommCounter:
         """Register a counting comm hook on a DDP model (call before the first backward)."""
         if not isinstance(ddp_model, torch.nn.parallel.DistributedDataParallel):
-            raise TypeError(f"attach() needs a DistributedDataParallel model, got "
-                            f"{type(ddp_model).__name__}; wrap it first: DDP(model)")
+            raise TypeError(
+                f"attach() needs a DistributedDataParallel model, got "
+                f"{type(ddp_model).__name__}; wrap it first: DDP(model)"
+            )
         ddp_model.register_comm_hook(self, _counting_allreduce_hook)
         return self
 
@@ -96,7 +110,7 @@ class CommCounter:
             self._paused = old
 
     @contextlib.contextmanager
-    def track(self) -> Iterator["CommCounter"]:
+    def track(self) -> Iterator[CommCounter]:
         """Count every tensor collective called through ``torch.distributed`` in this block."""
         originals: dict[tuple[Any, str], Any] = {}
         modules = [dist, dist.distributed_c10d]
@@ -146,8 +160,12 @@ class CommCounter:
             per_step[e.step]["collectives"] += 1
             per_step[e.step]["bytes"] += e.nbytes
             by_op[e.op] = by_op.get(e.op, 0) + 1
-        return {"collectives": len(events), "bytes": sum(e.nbytes for e in events),
-                "by_op": by_op, "per_step": per_step}
+        return {
+            "collectives": len(events),
+            "bytes": sum(e.nbytes for e in events),
+            "by_op": by_op,
+            "per_step": per_step,
+        }
 
     def gather(self) -> list[list[CommEvent]]:
         """Every rank's events, indexed by rank (a collective: call it on all ranks).
@@ -167,8 +185,9 @@ def _counting_allreduce_hook(counter, bucket):
 
     (No annotations: DDP checks them and this module's postponed ones would read as strings.)"""
     buf = bucket.buffer()
-    counter._record("all_reduce", buf.numel() * buf.element_size(), buf.numel(),
-                    str(buf.dtype).replace("torch.", ""), "ddp-hook")
+    counter._record(
+        "all_reduce", buf.numel() * buf.element_size(), buf.numel(), str(buf.dtype).replace("torch.", ""), "ddp-hook"
+    )
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
     with counter.paused():  # the hook's own dist.all_reduce is this same event, not a second one

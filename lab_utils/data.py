@@ -1,11 +1,12 @@
 """Small seeded datasets made in memory: the same seed gives the same tensors, run after run.
 
-    from lab_utils import data
-    x, y = data.regression(n=256, dim=16, seed=0)                 # linear target + noise
-    x, y = data.classification(n=512, dim=16, n_classes=2)       # Gaussian blobs, learnable
-    ids, mask, labels = data.token_classification(n=256)         # padded token sequences
-    batch = data.lm_batch(n=8, min_len=4, max_len=32)             # variable-length LM batch
+from lab_utils import data
+x, y = data.regression(n=256, dim=16, seed=0)                 # linear target + noise
+x, y = data.classification(n=512, dim=16, n_classes=2)       # Gaussian blobs, learnable
+ids, mask, labels = data.token_classification(n=256)         # padded token sequences
+batch = data.lm_batch(n=8, min_len=4, max_len=32)             # variable-length LM batch
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,8 +18,15 @@ def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-def regression(n: int = 256, dim: int = 16, out_dim: int = 1, *, noise: float = 0.1, seed: int = 0,
-               dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+def regression(
+    n: int = 256,
+    dim: int = 16,
+    out_dim: int = 1,
+    *,
+    noise: float = 0.1,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs ``x`` [n, dim] and targets ``x @ W + noise`` [n, out_dim]."""
     g = _gen(seed)
     x = torch.randn(n, dim, generator=g, dtype=torch.float64)
@@ -27,8 +35,9 @@ def regression(n: int = 256, dim: int = 16, out_dim: int = 1, *, noise: float = 
     return x.to(dtype), y.to(dtype)
 
 
-def classification(n: int = 512, dim: int = 16, n_classes: int = 2, *, separation: float = 1.5,
-                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def classification(
+    n: int = 512, dim: int = 16, n_classes: int = 2, *, separation: float = 1.5, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gaussian blobs, one per class, ``separation`` apart: a model can learn it, not trivially."""
     g = _gen(seed)
     centers = torch.randn(n_classes, dim, generator=g) * separation / dim**0.5 * 2
@@ -37,8 +46,9 @@ def classification(n: int = 512, dim: int = 16, n_classes: int = 2, *, separatio
     return x, y
 
 
-def token_classification(n: int = 256, *, vocab_size: int = 128, min_len: int = 6, max_len: int = 24,
-                         pad_id: int = 0, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def token_classification(
+    n: int = 256, *, vocab_size: int = 128, min_len: int = 6, max_len: int = 24, pad_id: int = 0, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sequence classification with a learnable signal: label 1 iff the sequence holds more
     'high' tokens (ids >= vocab_size/2) than 'low' ones. Returns ``input_ids``, ``attention_mask``
     (both [n, max_len], right-padded with ``pad_id``) and ``labels`` [n]."""
@@ -54,18 +64,19 @@ def token_classification(n: int = 256, *, vocab_size: int = 128, min_len: int = 
     return ids, mask, labels
 
 
-def lm_batch(n: int = 8, *, vocab_size: int = 128, min_len: int = 4, max_len: int = 32, pad_id: int = 0,
-             seed: int = 0) -> dict[str, torch.Tensor]:
+def lm_batch(
+    n: int = 8, *, vocab_size: int = 128, min_len: int = 4, max_len: int = 32, pad_id: int = 0, seed: int = 0
+) -> dict[str, torch.Tensor]:
     """A causal-LM batch of variable-length sequences, right-padded: ``input_ids``,
     ``attention_mask`` and ``labels`` (-100 on padding, the ignore index of the HF losses)."""
-    ids, mask, _ = token_classification(n, vocab_size=vocab_size, min_len=min_len, max_len=max_len,
-                                        pad_id=pad_id, seed=seed)
+    ids, mask, _ = token_classification(
+        n, vocab_size=vocab_size, min_len=min_len, max_len=max_len, pad_id=pad_id, seed=seed
+    )
     labels = ids.masked_fill(mask == 0, -100)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed: int = 0,
-            drop_last: bool = False):
+def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed: int = 0, drop_last: bool = False):
     """Yield tuples of aligned slices of ``tensors``: a DataLoader without the processes."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size}: must be >= 1")
@@ -74,7 +85,7 @@ def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed
         raise ValueError("batches(): all tensors need the same first dimension")
     order = torch.randperm(n, generator=_gen(seed)) if shuffle else torch.arange(n)
     for start in range(0, n, batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         if drop_last and len(idx) < batch_size:
             return
         yield tuple(t[idx] for t in tensors)

@@ -22,6 +22,7 @@ Every run shares one setup (``SETUP``): an MLP (``models.mlp``) on a seeded regr
 ``micro_batch`` per rank. The sample order is fixed so that update ``u`` of the DDP run sees
 exactly the samples of the large batch ``u`` of the single-process reference.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,10 +41,28 @@ from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
 from lab_utils.timing import Timer
 
-__all__ = ["MODES", "SETUP", "make_model", "dataset", "micro_batches", "param_bytes",
-           "accumulation_update", "run_mode", "compare_modes", "large_batch_reference",
-           "ReducerSpy", "reducer_probe", "SCENARIOS", "bucket_counts", "inside_ddp", "predict_buckets",
-           "time_sweep", "simulated_update_seconds", "flat_params", "digest"]
+__all__ = [
+    "MODES",
+    "SETUP",
+    "make_model",
+    "dataset",
+    "micro_batches",
+    "param_bytes",
+    "accumulation_update",
+    "run_mode",
+    "compare_modes",
+    "large_batch_reference",
+    "ReducerSpy",
+    "reducer_probe",
+    "SCENARIOS",
+    "bucket_counts",
+    "inside_ddp",
+    "predict_buckets",
+    "time_sweep",
+    "simulated_update_seconds",
+    "flat_params",
+    "digest",
+]
 
 MODES = ("naive", "no_sync", "forward_outside")
 """``naive``: every micro-step's backward all-reduces; ``no_sync``: the first K-1 micro-steps run
@@ -78,14 +97,15 @@ def dataset(n_samples: int, dim: int = 32, seed: int = 0, **_: Any) -> tuple[tor
     return data.regression(n=n_samples, dim=dim, seed=seed + 1)
 
 
-def micro_batches(x: torch.Tensor, y: torch.Tensor, update: int, *, k: int, rank: int, world_size: int,
-                  micro_batch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, update: int, *, k: int, rank: int, world_size: int, micro_batch: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The K micro-batches of ``rank`` for ``update``. Update ``u`` of all ranks together covers
     samples ``u*K*W*mb`` to ``(u+1)*K*W*mb``: the large batch of the reference run."""
     out = []
     for i in range(k):
         start = ((update * k + i) * world_size + rank) * micro_batch
-        out.append((x[start:start + micro_batch], y[start:start + micro_batch]))
+        out.append((x[start : start + micro_batch], y[start : start + micro_batch]))
     return out
 
 
@@ -100,8 +120,12 @@ def digest(t: torch.Tensor) -> str:
 
 
 # ----------------------------------------------------------------------------- the loops
-def accumulation_update(ddp: DDP, optimizer: torch.optim.Optimizer,
-                        micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]], mode: str = "no_sync") -> None:
+def accumulation_update(
+    ddp: DDP,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    mode: str = "no_sync",
+) -> None:
     """One optimizer update from K micro-batches; ``mode`` (see ``MODES``) says where to synchronise."""
     if mode not in MODES + ("local",):
         raise ValueError(f"mode={mode!r} is not one of {MODES + ('local',)}")
@@ -110,16 +134,16 @@ def accumulation_update(ddp: DDP, optimizer: torch.optim.Optimizer,
     for i, (x, y) in enumerate(micro_batches):
         last = i == k - 1
         if mode == "naive" or (last and mode != "local"):
-            loss = F.mse_loss(ddp(x), y) / k           # DDP all-reduces in this backward
+            loss = F.mse_loss(ddp(x), y) / k  # DDP all-reduces in this backward
             loss.backward()
         elif mode in ("no_sync", "local"):
-            with ddp.no_sync():                         # forward AND backward inside: no all-reduce
+            with ddp.no_sync():  # forward AND backward inside: no all-reduce
                 loss = F.mse_loss(ddp(x), y) / k
                 loss.backward()
         elif mode == "forward_outside":
-            loss = F.mse_loss(ddp(x), y) / k           # this forward already armed the reducer...
+            loss = F.mse_loss(ddp(x), y) / k  # this forward already armed the reducer...
             with ddp.no_sync():
-                loss.backward()                         # ...so this backward all-reduces anyway
+                loss.backward()  # ...so this backward all-reduces anyway
     optimizer.step()
 
 
@@ -130,8 +154,15 @@ def _wrap(model: nn.Module, bucket_cap_mb: float | None) -> DDP:
     return DDP(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
 
 
-def run_mode(mode: str | Callable = "no_sync", k: int = 4, *, updates: int = 2, bucket_cap_mb: float | None = 25,
-             return_params: bool = True, **setup: Any) -> dict[str, Any]:
+def run_mode(
+    mode: str | Callable = "no_sync",
+    k: int = 4,
+    *,
+    updates: int = 2,
+    bucket_cap_mb: float | None = 25,
+    return_params: bool = True,
+    **setup: Any,
+) -> dict[str, Any]:
     """Train ``updates`` updates of K micro-steps on this rank, counting DDP's all-reduces.
 
     ``mode`` is one of ``MODES`` or a function ``(ddp, optimizer, micro_batches) -> None`` doing one
@@ -150,34 +181,54 @@ def run_mode(mode: str | Callable = "no_sync", k: int = 4, *, updates: int = 2, 
     step = mode if callable(mode) else (lambda d, o, mb: accumulation_update(d, o, mb, mode))
     seconds = []
     for u in range(updates):
-        mbs = [(a.to(info.device), b.to(info.device)) for a, b in
-               micro_batches(x, y, u, k=k, rank=info.rank, world_size=info.world_size, micro_batch=s["micro_batch"])]
+        mbs = [
+            (a.to(info.device), b.to(info.device))
+            for a, b in micro_batches(
+                x, y, u, k=k, rank=info.rank, world_size=info.world_size, micro_batch=s["micro_batch"]
+            )
+        ]
         with Timer() as t:
             step(ddp, opt, mbs)
         seconds.append(t.seconds)
         counter.mark_step()
     summary = counter.summary()
     params = flat_params(ddp.module)
-    out = {"mode": mode if isinstance(mode, str) else getattr(mode, "__name__", "custom"), "k": k,
-           "world_size": info.world_size, "backend": info.backend, "updates": updates,
-           "collectives_per_update": [p["collectives"] for p in summary["per_step"]],
-           "bytes_per_update": [p["bytes"] for p in summary["per_step"]],
-           "bucket_bytes_last_update": [e.nbytes for e in counter.events if e.step == updates - 1],
-           "param_bytes": sum(param_bytes(ddp.module)), "seconds_per_update": seconds,
-           "digest": digest(params), "checksum": params.sum().item()}
+    out = {
+        "mode": mode if isinstance(mode, str) else getattr(mode, "__name__", "custom"),
+        "k": k,
+        "world_size": info.world_size,
+        "backend": info.backend,
+        "updates": updates,
+        "collectives_per_update": [p["collectives"] for p in summary["per_step"]],
+        "bytes_per_update": [p["bytes"] for p in summary["per_step"]],
+        "bucket_bytes_last_update": [e.nbytes for e in counter.events if e.step == updates - 1],
+        "param_bytes": sum(param_bytes(ddp.module)),
+        "seconds_per_update": seconds,
+        "digest": digest(params),
+        "checksum": params.sum().item(),
+    }
     if return_params:
         out["params"] = params
     del ddp, opt, counter
     return out
 
 
-def compare_modes(k: int = 4, modes: Sequence[str] = MODES, *, updates: int = 2, bucket_cap_mb: float | None = 25,
-                  return_params: bool = True, **setup: Any) -> dict[str, Any]:
+def compare_modes(
+    k: int = 4,
+    modes: Sequence[str] = MODES,
+    *,
+    updates: int = 2,
+    bucket_cap_mb: float | None = 25,
+    return_params: bool = True,
+    **setup: Any,
+) -> dict[str, Any]:
     """``run_mode`` for each of ``modes`` in one process group (one launch for all of them).
     Returns ``{"modes": {mode: result}, "world_size": ..., "backend": ...}``."""
     info = dist_info()
-    res = {m: run_mode(m, k, updates=updates, bucket_cap_mb=bucket_cap_mb, return_params=return_params, **setup)
-           for m in modes}
+    res = {
+        m: run_mode(m, k, updates=updates, bucket_cap_mb=bucket_cap_mb, return_params=return_params, **setup)
+        for m in modes
+    }
     return {"modes": res, "world_size": info.world_size, "backend": info.backend, "k": k}
 
 
@@ -192,7 +243,7 @@ def large_batch_reference(k: int = 4, world_size: int = 2, *, updates: int = 2, 
     x, y = dataset(updates * big, **s)
     for u in range(updates):
         opt.zero_grad()
-        F.mse_loss(model(x[u * big:(u + 1) * big]), y[u * big:(u + 1) * big]).backward()
+        F.mse_loss(model(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big]).backward()
         opt.step()
     return flat_params(model)
 
@@ -243,9 +294,11 @@ def reducer_probe(bucket_cap_mb: float | None = 25, **setup: Any) -> list[dict[s
     spy = ReducerSpy(ddp.reducer)
     ddp.reducer = spy
     fired = [0]
-    handles = [p.register_post_accumulate_grad_hook(lambda _p: fired.__setitem__(0, fired[0] + 1))
-               for p in ddp.module.parameters()]
-    g = torch.Generator().manual_seed(100 + info.rank)          # different data on each rank
+    handles = [
+        p.register_post_accumulate_grad_hook(lambda _p: fired.__setitem__(0, fired[0] + 1))
+        for p in ddp.module.parameters()
+    ]
+    g = torch.Generator().manual_seed(100 + info.rank)  # different data on each rank
     rows = []
     for name, (fwd_in, bwd_in, zero) in SCENARIOS.items():
         if zero:
@@ -264,10 +317,18 @@ def reducer_probe(bucket_cap_mb: float | None = 25, **setup: Any) -> list[dict[s
         grads = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
         everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
         dist.all_gather(everyone, grads)
-        rows.append({"scenario": name, "flag_at_forward": flag_fwd, "prepare_for_backward": armed,
-                     "forward_param_sync": param_sync, "flag_at_backward": flag_bwd,
-                     "grad_hooks": fired[0], "comm_hook_calls": len(counter.events) - before,
-                     "grads_equal": all(torch.equal(everyone[0], t) for t in everyone[1:])})
+        rows.append(
+            {
+                "scenario": name,
+                "flag_at_forward": flag_fwd,
+                "prepare_for_backward": armed,
+                "forward_param_sync": param_sync,
+                "flag_at_backward": flag_bwd,
+                "grad_hooks": fired[0],
+                "comm_hook_calls": len(counter.events) - before,
+                "grads_equal": all(torch.equal(everyone[0], t) for t in everyone[1:]),
+            }
+        )
     for h in handles:
         h.remove()
     ddp.reducer = spy._reducer
@@ -275,8 +336,7 @@ def reducer_probe(bucket_cap_mb: float | None = 25, **setup: Any) -> list[dict[s
     return rows
 
 
-def bucket_counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3,
-                  **setup: Any) -> dict[str, Any]:
+def bucket_counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, **setup: Any) -> dict[str, Any]:
     """For each ``bucket_cap_mb`` in ``caps`` (None = DDP's default), a fresh DDP model runs
     ``steps`` plain forward/backward steps; returns the all-reduces of each backward and the bytes
     of each bucket, keyed by ``str(cap)``, plus the parameters' sizes in registration order."""
@@ -297,8 +357,7 @@ def bucket_counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int
     return out
 
 
-def inside_ddp(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3,
-               **setup: Any) -> dict[str, Any]:
+def inside_ddp(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, **setup: Any) -> dict[str, Any]:
     """``reducer_probe`` and ``bucket_counts`` in one launch: ``{"probe": rows, "buckets": ...}``."""
     return {"probe": reducer_probe(**setup), "buckets": bucket_counts(caps, steps, **setup)}
 
@@ -322,8 +381,9 @@ def predict_buckets(sizes: Sequence[int], cap_bytes: int, *, first_cap_bytes: in
 
 
 # ----------------------------------------------------------------------------- time
-def time_sweep(ks: Sequence[int] = (1, 2, 4, 8), *, updates: int = 3, bucket_cap_mb: float | None = None,
-               **setup: Any) -> dict[str, Any]:
+def time_sweep(
+    ks: Sequence[int] = (1, 2, 4, 8), *, updates: int = 3, bucket_cap_mb: float | None = None, **setup: Any
+) -> dict[str, Any]:
     """Compute time and collectives of one update, for each K in ``ks``.
 
     Compute: every micro-step is timed on its own inside ``no_sync`` (no communication at all),
@@ -342,9 +402,13 @@ def time_sweep(ks: Sequence[int] = (1, 2, 4, 8), *, updates: int = 3, bucket_cap
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     kmax = max(ks)
     x, y = dataset(kmax * info.world_size * s["micro_batch"], **s)
-    mbs_all = [(a.to(info.device), b.to(info.device)) for a, b in
-               micro_batches(x, y, 0, k=kmax, rank=info.rank, world_size=info.world_size, micro_batch=s["micro_batch"])]
-    accumulation_update(ddp, opt, mbs_all[:2], "naive")                 # warm-up, bucket rebuild
+    mbs_all = [
+        (a.to(info.device), b.to(info.device))
+        for a, b in micro_batches(
+            x, y, 0, k=kmax, rank=info.rank, world_size=info.world_size, micro_batch=s["micro_batch"]
+        )
+    ]
+    accumulation_update(ddp, opt, mbs_all[:2], "naive")  # warm-up, bucket rebuild
     micro_s, step_s = [], []
     for _ in range(updates):
         opt.zero_grad(set_to_none=True)
@@ -369,8 +433,13 @@ def time_sweep(ks: Sequence[int] = (1, 2, 4, 8), *, updates: int = 3, bucket_cap
             row[f"{mode}_events"] = [{"op": e.op, "nbytes": e.nbytes, "step": 0} for e in counter.events]
         rows.append(row)
     del ddp, opt, counter
-    return {"rows": rows, "micro_step_s": min(micro_s), "optimizer_step_s": min(step_s),
-            "world_size": info.world_size, "backend": info.backend}
+    return {
+        "rows": rows,
+        "micro_step_s": min(micro_s),
+        "optimizer_step_s": min(step_s),
+        "world_size": info.world_size,
+        "backend": info.backend,
+    }
 
 
 def simulated_update_seconds(sweep: dict[str, Any], link: Any, world_size: int | None = None) -> dict[str, list[float]]:

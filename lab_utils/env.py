@@ -1,8 +1,9 @@
 """Where a lab runs: its size (student or smoke), its device, and the versions it runs on.
 
-    from lab_utils.env import pick, device, versions
-    n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
+from lab_utils.env import pick, device, versions
+n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
 """
+
 from __future__ import annotations
 
 import os

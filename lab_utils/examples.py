@@ -3,6 +3,7 @@
 They read their rank from ``torch.distributed``, so each runs under ``lab_utils.launch`` and
 under ``torchrun -m lab_utils.run lab_utils.examples:<name>`` alike.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,15 +21,24 @@ def allreduce_demo(n: int = 4) -> dict:
     dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     t = torch.full((n,), float(rank + 1), device=dev)
     dist.all_reduce(t)
-    return {"rank": rank, "world_size": world, "sum": t[0].item(), "expected": world * (world + 1) / 2,
-            "backend": dist.get_backend()}
+    return {
+        "rank": rank,
+        "world_size": world,
+        "sum": t[0].item(),
+        "expected": world * (world + 1) / 2,
+        "backend": dist.get_backend(),
+    }
 
 
 def whoami() -> dict:
     """Rank, local rank, host and process id (to see where each rank ran)."""
-    info = {"rank": dist.get_rank(), "world_size": dist.get_world_size(),
-            "local_rank": int(os.environ.get("LOCAL_RANK", dist.get_rank())),
-            "host": socket.gethostname(), "pid": os.getpid()}
+    info = {
+        "rank": dist.get_rank(),
+        "world_size": dist.get_world_size(),
+        "local_rank": int(os.environ.get("LOCAL_RANK", dist.get_rank())),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
     out: list = [None] * dist.get_world_size()
     dist.all_gather_object(out, info)
     return {"ranks": out}
@@ -50,7 +60,7 @@ def ddp_regression(steps: int = 5, batch: int = 16, dim: int = 8, seed: int = 0)
     loss = torch.tensor(0.0)
     for s in range(steps):
         lo = (s * world + rank) * batch
-        loss = torch.nn.functional.mse_loss(ddp(x[lo:lo + batch]), y[lo:lo + batch])
+        loss = torch.nn.functional.mse_loss(ddp(x[lo : lo + batch]), y[lo : lo + batch])
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -23,6 +23,7 @@ not divided by the accumulation steps (``model_scales_loss_itself``; ``run_train
 unless ``fix_loss_scaling=False``). The launch traps live in ``hf_launch``, the mechanics of
 Accelerate's accumulation in ``hf_mechanics``.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,25 @@ import torch
 
 from lab_utils.hf_launch import check_processes, reset_accelerate_state
 
-__all__ = ["offline", "TALK_TO_CURRENT", "current_names", "ClassificationDataset", "make_splits",
-           "accuracy_f1", "compute_metrics", "build_model", "model_scales_loss_itself",
-           "training_args", "run_trainer", "run_accelerate", "evaluate", "warm_up", "window_means",
-           "loss_gap", "check_names_answer"]
+__all__ = [
+    "offline",
+    "TALK_TO_CURRENT",
+    "current_names",
+    "ClassificationDataset",
+    "make_splits",
+    "accuracy_f1",
+    "compute_metrics",
+    "build_model",
+    "model_scales_loss_itself",
+    "training_args",
+    "run_trainer",
+    "run_accelerate",
+    "evaluate",
+    "warm_up",
+    "window_means",
+    "loss_gap",
+    "check_names_answer",
+]
 
 
 def offline() -> None:
@@ -52,13 +68,13 @@ def offline() -> None:
 
 # ----------------------------------------------------------------------------- names
 TALK_TO_CURRENT: dict[str, str] = {
-    "evaluation_strategy": "eval_strategy",                     # removed in transformers 5: TypeError
-    "no_cuda": "use_cpu",                                       # removed in transformers 5: TypeError
-    "gradient_checkpointing": "activation_checkpointing",       # works in 5.x, FutureWarning
+    "evaluation_strategy": "eval_strategy",  # removed in transformers 5: TypeError
+    "no_cuda": "use_cpu",  # removed in transformers 5: TypeError
+    "gradient_checkpointing": "activation_checkpointing",  # works in 5.x, FutureWarning
     "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",  # works, FutureWarning
-    "tokenizer": "processing_class",                            # Trainer(tokenizer=) -> processing_class=
+    "tokenizer": "processing_class",  # Trainer(tokenizer=) -> processing_class=
     "gradient_checkpointing_enable": "activation_checkpointing_enable",  # model method, FutureWarning
-    "is_gradient_checkpointing": "is_activation_checkpointing",          # model property, FutureWarning
+    "is_gradient_checkpointing": "is_activation_checkpointing",  # model property, FutureWarning
 }
 """Names in the talk (transformers 4.x) -> names transformers 5.24 expects."""
 
@@ -83,8 +99,9 @@ class ClassificationDataset(torch.utils.data.Dataset):
 
     ``record=True`` appends every index that is read to ``self.order``: the order a loader used."""
 
-    def __init__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
-                 *, record: bool = False):
+    def __init__(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor, *, record: bool = False
+    ):
         if not len(input_ids) == len(attention_mask) == len(labels):
             raise ValueError("input_ids, attention_mask and labels need the same length")
         self.input_ids, self.attention_mask, self.labels = input_ids, attention_mask, labels
@@ -96,12 +113,12 @@ class ClassificationDataset(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
         if self.record:
             self.order.append(int(i))
-        return {"input_ids": self.input_ids[i], "attention_mask": self.attention_mask[i],
-                "labels": self.labels[i]}
+        return {"input_ids": self.input_ids[i], "attention_mask": self.attention_mask[i], "labels": self.labels[i]}
 
 
-def make_splits(n_train: int = 256, n_val: int = 128, *, max_len: int = 24, seed: int = 0,
-                record: bool = True) -> tuple[ClassificationDataset, ClassificationDataset]:
+def make_splits(
+    n_train: int = 256, n_val: int = 128, *, max_len: int = 24, seed: int = 0, record: bool = True
+) -> tuple[ClassificationDataset, ClassificationDataset]:
     """Train and validation splits of ``lab_utils.data.token_classification`` (label 1 iff a
     sequence holds more 'high' tokens than 'low' ones): a signal a tiny transformer can learn."""
     from lab_utils.data import token_classification
@@ -128,8 +145,10 @@ def accuracy_f1(predictions: Any, labels: Any) -> dict[str, float]:
     fp = int(((preds == 1) & (refs != 1)).sum())
     fn = int(((preds != 1) & (refs == 1)).sum())
     denom = 2 * tp + fp + fn
-    return {"accuracy": float((preds == refs).mean()) if refs.size else float("nan"),
-            "f1": 2 * tp / denom if denom else 0.0}
+    return {
+        "accuracy": float((preds == refs).mean()) if refs.size else float("nan"),
+        "f1": 2 * tp / denom if denom else 0.0,
+    }
 
 
 def compute_metrics(eval_pred: Any) -> dict[str, float]:
@@ -147,7 +166,7 @@ def build_model(*, n_layer: int = 2, n_embd: int = 64, seed: int = 0, checkpoint
 
     model = tiny_classifier(num_labels=2, n_layer=n_layer, n_embd=n_embd, seed=seed)
     if checkpointing:
-        model.activation_checkpointing_enable()   # the talk's gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()  # the talk's gradient_checkpointing_enable()
     return model
 
 
@@ -166,24 +185,48 @@ def model_scales_loss_itself(model: torch.nn.Module) -> bool:
 
 
 # ----------------------------------------------------------------------------- Trainer
-def training_args(output_dir: str, *, batch_size: int, grad_accum: int, checkpointing: bool,
-                  epochs: int, lr: float, seed: int, max_grad_norm: float = 1.0,
-                  eval_each_epoch: bool = True, eval_batch_size: int = 64, **extra: Any):
+def training_args(
+    output_dir: str,
+    *,
+    batch_size: int,
+    grad_accum: int,
+    checkpointing: bool,
+    epochs: int,
+    lr: float,
+    seed: int,
+    max_grad_norm: float = 1.0,
+    eval_each_epoch: bool = True,
+    eval_batch_size: int = 64,
+    **extra: Any,
+):
     """``TrainingArguments`` with the current names and the quiet settings of the labs (no
     reports, no checkpoints on disk, no progress bars, plain AdamW as the Accelerate loop uses)."""
     offline()
     from transformers import TrainingArguments
 
     kw: dict[str, Any] = dict(
-        output_dir=output_dir, per_device_train_batch_size=batch_size,
-        per_device_eval_batch_size=eval_batch_size, gradient_accumulation_steps=grad_accum,
-        activation_checkpointing=checkpointing,      # talk: gradient_checkpointing=True
-        eval_strategy="epoch" if eval_each_epoch else "no",   # talk: evaluation_strategy="epoch"
-        num_train_epochs=epochs, learning_rate=lr, seed=seed, max_grad_norm=max_grad_norm,
-        optim="adamw_torch", lr_scheduler_type="linear", warmup_steps=0, weight_decay=0.0,
-        logging_strategy="steps", logging_steps=1, report_to="none", save_strategy="no",
-        disable_tqdm=True, use_cpu=not torch.cuda.is_available(),   # talk: no_cuda=...
-        dataloader_num_workers=0)
+        output_dir=output_dir,
+        per_device_train_batch_size=batch_size,
+        per_device_eval_batch_size=eval_batch_size,
+        gradient_accumulation_steps=grad_accum,
+        activation_checkpointing=checkpointing,  # talk: gradient_checkpointing=True
+        eval_strategy="epoch" if eval_each_epoch else "no",  # talk: evaluation_strategy="epoch"
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        seed=seed,
+        max_grad_norm=max_grad_norm,
+        optim="adamw_torch",
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        logging_strategy="steps",
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),  # talk: no_cuda=...
+        dataloader_num_workers=0,
+    )
     kw.update(current_names(**extra))
     return TrainingArguments(**kw)
 
@@ -198,12 +241,26 @@ def _meter_ctx(model: torch.nn.Module, on: bool):
     return SavedTensorMeter(model)
 
 
-def run_trainer(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, batch_size: int = 8,
-                grad_accum: int = 4, checkpointing: bool = True, epochs: int = 2, lr: float = 1e-3,
-                seed: int = 42, max_grad_norm: float = 1.0, eval_batch_size: int = 64,
-                n_layer: int = 2, n_embd: int = 64, eval_each_epoch: bool = True,
-                fix_loss_scaling: bool = True, meter_batches: int = 4,
-                return_trainer: bool = False) -> dict[str, Any]:
+def run_trainer(
+    *,
+    n_train: int = 256,
+    n_val: int = 128,
+    max_len: int = 24,
+    batch_size: int = 8,
+    grad_accum: int = 4,
+    checkpointing: bool = True,
+    epochs: int = 2,
+    lr: float = 1e-3,
+    seed: int = 42,
+    max_grad_norm: float = 1.0,
+    eval_batch_size: int = 64,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    eval_each_epoch: bool = True,
+    fix_loss_scaling: bool = True,
+    meter_batches: int = 4,
+    return_trainer: bool = False,
+) -> dict[str, Any]:
     """Train the job with ``transformers.Trainer``; return what happened as plain data.
 
     ``micro_losses``: each micro-batch's loss (batch mean, before any scaling); ``step_losses``,
@@ -240,14 +297,26 @@ def run_trainer(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, batc
 
     cuda = torch.cuda.is_available()
     with tempfile.TemporaryDirectory(prefix="lab_hf_") as out_dir:
-        args = training_args(out_dir, batch_size=batch_size, grad_accum=grad_accum,
-                             checkpointing=checkpointing, epochs=epochs, lr=lr, seed=seed,
-                             max_grad_norm=max_grad_norm, eval_each_epoch=eval_each_epoch,
-                             eval_batch_size=eval_batch_size)
-        trainer = MeteredTrainer(model=model, args=args, train_dataset=train_ds,
-                                 eval_dataset=val_ds if eval_each_epoch else None,
-                                 compute_metrics=compute_metrics)
-        trainer.remove_callback(PrinterCallback)   # logs stay in trainer.state.log_history
+        args = training_args(
+            out_dir,
+            batch_size=batch_size,
+            grad_accum=grad_accum,
+            checkpointing=checkpointing,
+            epochs=epochs,
+            lr=lr,
+            seed=seed,
+            max_grad_norm=max_grad_norm,
+            eval_each_epoch=eval_each_epoch,
+            eval_batch_size=eval_batch_size,
+        )
+        trainer = MeteredTrainer(
+            model=model,
+            args=args,
+            train_dataset=train_ds,
+            eval_dataset=val_ds if eval_each_epoch else None,
+            compute_metrics=compute_metrics,
+        )
+        trainer.remove_callback(PrinterCallback)  # logs stay in trainer.state.log_history
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -256,32 +325,54 @@ def run_trainer(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, batc
     logs = trainer.state.log_history
     steps = [h for h in logs if "loss" in h and "eval_loss" not in h]
     out = {
-        "runner": "Trainer", "micro_losses": record["micro_losses"],
-        "step_losses": [h["loss"] for h in steps], "grad_norms": [h.get("grad_norm") for h in steps],
+        "runner": "Trainer",
+        "micro_losses": record["micro_losses"],
+        "step_losses": [h["loss"] for h in steps],
+        "grad_norms": [h.get("grad_norm") for h in steps],
         "lrs": [h["learning_rate"] for h in steps],
-        "evals": [{k: h[k] for k in ("epoch", "eval_loss", "eval_accuracy", "eval_f1")}
-                  for h in logs if "eval_loss" in h],
+        "evals": [
+            {k: h[k] for k in ("epoch", "eval_loss", "eval_accuracy", "eval_f1")} for h in logs if "eval_loss" in h
+        ],
         "seconds": result.metrics["train_runtime"],
         "samples_per_second": result.metrics["train_samples_per_second"],
-        "train_loss": result.metrics["train_loss"], "updates": trainer.state.global_step,
-        "saved_bytes": max(record["saved"]) if record["saved"] else None, "cuda_peak_bytes": peak,
-        "order": list(train_ds.order), "trainer_divides_loss": not model_scales_loss_itself(model),
-        "model_claims_loss_kwargs": believed, "num_processes": 1,
+        "train_loss": result.metrics["train_loss"],
+        "updates": trainer.state.global_step,
+        "saved_bytes": max(record["saved"]) if record["saved"] else None,
+        "cuda_peak_bytes": peak,
+        "order": list(train_ds.order),
+        "trainer_divides_loss": not model_scales_loss_itself(model),
+        "model_claims_loss_kwargs": believed,
+        "num_processes": 1,
         "config": dict(batch_size=batch_size, grad_accum=grad_accum, checkpointing=checkpointing),
     }
     if return_trainer:
         out["trainer"] = trainer
-    reset_accelerate_state()   # the Trainer's Accelerator must not block notebook_launcher later
+    reset_accelerate_state()  # the Trainer's Accelerator must not block notebook_launcher later
     return out
 
 
 # ----------------------------------------------------------------------------- Accelerate
-def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, batch_size: int = 8,
-                   grad_accum: int = 4, checkpointing: bool = True, epochs: int = 2, lr: float = 1e-3,
-                   seed: int = 42, max_grad_norm: float = 1.0, eval_batch_size: int = 64,
-                   n_layer: int = 2, n_embd: int = 64, expected_processes: int | None = None,
-                   cpu: bool | None = None, prepare_scheduler: bool = True, count_comm: bool | None = None,
-                   meter_batches: int = 4) -> dict[str, Any]:
+def run_accelerate(
+    *,
+    n_train: int = 256,
+    n_val: int = 128,
+    max_len: int = 24,
+    batch_size: int = 8,
+    grad_accum: int = 4,
+    checkpointing: bool = True,
+    epochs: int = 2,
+    lr: float = 1e-3,
+    seed: int = 42,
+    max_grad_norm: float = 1.0,
+    eval_batch_size: int = 64,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    expected_processes: int | None = None,
+    cpu: bool | None = None,
+    prepare_scheduler: bool = True,
+    count_comm: bool | None = None,
+    meter_batches: int = 4,
+) -> dict[str, Any]:
     """The Trainer's job as an Accelerate loop (the talk's slide, plus what Trainer adds:
     gradient clipping, a linear schedule, evaluation each epoch). Works on 1 process or under a
     launcher; on several, ``count_comm`` (default: when distributed) records per micro-batch the
@@ -296,13 +387,15 @@ def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, b
 
     from lab_utils.comm import CommCounter
 
-    if cpu is None:   # a GPU per process, or all on the CPU (2 ranks on 1 GPU would both want cuda:0..1)
+    if cpu is None:  # a GPU per process, or all on the CPU (2 ranks on 1 GPU would both want cuda:0..1)
         world = int(os.environ.get("WORLD_SIZE", "1"))
         cpu = (torch.cuda.device_count() if torch.cuda.is_available() else 0) < world
     accelerator = Accelerator(
-        gradient_accumulation_steps=grad_accum, cpu=cpu,
+        gradient_accumulation_steps=grad_accum,
+        cpu=cpu,
         # the Trainer's sampler: shuffled with seed + epoch, identical on every process
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=seed))
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=seed),
+    )
     check_processes(accelerator, expected_processes)
     set_seed(seed)
     train_ds, val_ds = make_splits(n_train, n_val, max_len=max_len, seed=0)
@@ -316,7 +409,8 @@ def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, b
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total_updates)
     if prepare_scheduler:
         model, optimizer, train_dl, eval_dl, scheduler = accelerator.prepare(
-            model, optimizer, train_dl, eval_dl, scheduler)
+            model, optimizer, train_dl, eval_dl, scheduler
+        )
     else:
         model, optimizer, train_dl, eval_dl = accelerator.prepare(model, optimizer, train_dl, eval_dl)
     inner_opt = optimizer.optimizer
@@ -328,8 +422,9 @@ def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, b
     counter = CommCounter()
     if count_comm and isinstance(model, torch.nn.parallel.DistributedDataParallel):
         counter.attach(model)
-    rec: dict[str, list] = {k: [] for k in ("micro_losses", "sync", "optimizer_steps",
-                                            "scheduler_steps", "lrs_micro", "saved")}
+    rec: dict[str, list] = {
+        k: [] for k in ("micro_losses", "sync", "optimizer_steps", "scheduler_steps", "lrs_micro", "saved")
+    }
     evals, step_lrs = [], []
     cuda = torch.cuda.is_available()
     if cuda:
@@ -348,12 +443,12 @@ def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, b
                     loss = model(**batch).loss
                 if meter is not None:
                     rec["saved"].append(meter.total_bytes)
-                accelerator.backward(loss)            # divides by grad_accum
+                accelerator.backward(loss)  # divides by grad_accum
                 if accelerator.sync_gradients:
                     accelerator.clip_grad_norm_(model.parameters(), max_grad_norm)
-                    step_lrs.append(float(inner_sched.get_last_lr()[0]))   # the lr of this update
-                optimizer.step()                      # skipped unless sync step
-                scheduler.step()                      # skipped unless sync step (if prepared)
+                    step_lrs.append(float(inner_sched.get_last_lr()[0]))  # the lr of this update
+                optimizer.step()  # skipped unless sync step
+                scheduler.step()  # skipped unless sync step (if prepared)
                 optimizer.zero_grad()
             rec["micro_losses"].append(loss.detach().float().item())
             rec["sync"].append(bool(accelerator.sync_gradients))
@@ -366,21 +461,31 @@ def run_accelerate(*, n_train: int = 256, n_val: int = 128, max_len: int = 24, b
     per_step = counter.summary()["per_step"] if count_comm else []
     n_micro = len(rec["micro_losses"])
     out = {
-        "runner": "Accelerate", "micro_losses": rec["micro_losses"], "sync": rec["sync"],
-        "optimizer_steps": rec["optimizer_steps"], "scheduler_steps": rec["scheduler_steps"],
-        "lrs_micro": rec["lrs_micro"], "lrs": step_lrs, "evals": evals, "seconds": seconds,
-        "samples_per_second": len(train_ds) * epochs / seconds,   # all processes together
-        "updates": opt_steps[0], "saved_bytes": max(rec["saved"]) if rec["saved"] else None,
+        "runner": "Accelerate",
+        "micro_losses": rec["micro_losses"],
+        "sync": rec["sync"],
+        "optimizer_steps": rec["optimizer_steps"],
+        "scheduler_steps": rec["scheduler_steps"],
+        "lrs_micro": rec["lrs_micro"],
+        "lrs": step_lrs,
+        "evals": evals,
+        "seconds": seconds,
+        "samples_per_second": len(train_ds) * epochs / seconds,  # all processes together
+        "updates": opt_steps[0],
+        "saved_bytes": max(rec["saved"]) if rec["saved"] else None,
         "cuda_peak_bytes": torch.cuda.max_memory_allocated() if cuda else None,
-        "order": list(train_ds.order), "collectives": [s["collectives"] for s in per_step][:n_micro],
-        "comm_bytes": [s["bytes"] for s in per_step][:n_micro], "rank": accelerator.process_index,
-        "num_processes": accelerator.num_processes, "device": str(accelerator.device),
+        "order": list(train_ds.order),
+        "collectives": [s["collectives"] for s in per_step][:n_micro],
+        "comm_bytes": [s["bytes"] for s in per_step][:n_micro],
+        "rank": accelerator.process_index,
+        "num_processes": accelerator.num_processes,
+        "device": str(accelerator.device),
         "config": dict(batch_size=batch_size, grad_accum=grad_accum, checkpointing=checkpointing),
     }
     accelerator.free_memory()
     del model, optimizer, scheduler, train_dl, eval_dl
     if not distributed and not _launched():
-        reset_accelerate_state()   # leave the kernel as we found it
+        reset_accelerate_state()  # leave the kernel as we found it
     return out
 
 
@@ -397,29 +502,44 @@ def evaluate(accelerator: Any, model: torch.nn.Module, eval_dl: Any, epoch: int)
         out = model(**batch)
         n = len(batch["labels"])
         loss, logits, labels = accelerator.gather_for_metrics(
-            (out.loss.detach().repeat(n), out.logits.argmax(-1), batch["labels"]))
+            (out.loss.detach().repeat(n), out.logits.argmax(-1), batch["labels"])
+        )
         losses.append(loss.float().cpu())
         preds.append(logits.cpu())
         refs.append(labels.cpu())
     m = accuracy_f1(torch.cat(preds).numpy(), torch.cat(refs).numpy())
     model.train()
-    return {"epoch": float(epoch), "eval_loss": torch.cat(losses).mean().item(),
-            "eval_accuracy": m["accuracy"], "eval_f1": m["f1"]}
+    return {
+        "epoch": float(epoch),
+        "eval_loss": torch.cat(losses).mean().item(),
+        "eval_accuracy": m["accuracy"],
+        "eval_f1": m["f1"],
+    }
 
 
 def warm_up() -> float:
     """Pay the one-time costs of the first training step in this process (imports, kernel and
     checkpointing set-up) with a tiny Trainer run, so later timings measure the job. Seconds taken."""
     t0 = time.perf_counter()
-    run_trainer(n_train=8, n_val=4, batch_size=4, grad_accum=2, epochs=1, eval_each_epoch=False,
-                checkpointing=True, meter_batches=1)
+    run_trainer(
+        n_train=8,
+        n_val=4,
+        batch_size=4,
+        grad_accum=2,
+        epochs=1,
+        eval_each_epoch=False,
+        checkpointing=True,
+        meter_batches=1,
+    )
     return time.perf_counter() - t0
 
 
 def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:
     """Mean loss of each accumulation window: what the Trainer logs per update (logging_steps=1)."""
-    return [sum(micro_losses[i:i + grad_accum]) / len(micro_losses[i:i + grad_accum])
-            for i in range(0, len(micro_losses), grad_accum)]
+    return [
+        sum(micro_losses[i : i + grad_accum]) / len(micro_losses[i : i + grad_accum])
+        for i in range(0, len(micro_losses), grad_accum)
+    ]
 
 
 def loss_gap(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:

@@ -13,6 +13,7 @@ a notebook kernel stays there, and ``notebook_launcher`` then refuses to start (
 process and an Accelerator built without ``cpu=True`` leaves each launched process alone:
 ``check_processes`` turns both into an error that says which happened and what to type instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,18 @@ import socket
 import tempfile
 from typing import Any
 
-__all__ = ["accelerator_exists", "reset_accelerate_state", "check_no_accelerator", "check_port_free",
-           "check_processes", "LAUNCHERS", "script_command", "job_script", "shown", "run_script"]
+__all__ = [
+    "accelerator_exists",
+    "reset_accelerate_state",
+    "check_no_accelerator",
+    "check_port_free",
+    "check_processes",
+    "LAUNCHERS",
+    "script_command",
+    "job_script",
+    "shown",
+    "run_script",
+]
 
 
 def accelerator_exists() -> bool:
@@ -47,7 +58,8 @@ def check_no_accelerator() -> None:
             "an Accelerator already exists in this process (a cell created one, or a Trainer did), "
             "so accelerate.notebook_launcher refuses to start processes. Create the Accelerator "
             "only inside the function you launch; here either restart the kernel, call "
-            "lab_utils.hf_launch.reset_accelerate_state(), or use lab_utils.launch (fresh processes).")
+            "lab_utils.hf_launch.reset_accelerate_state(), or use lab_utils.launch (fresh processes)."
+        )
 
 
 def check_port_free(port: int, host: str = "127.0.0.1") -> int:
@@ -62,7 +74,8 @@ def check_port_free(port: int, host: str = "127.0.0.1") -> int:
                 f"port {port} is already taken on {host} (another job, or a launcher that did not "
                 f"clean up). Pass a free one, e.g. use_port=str({free_port()}) for notebook_launcher, "
                 f"--main_process_port for accelerate launch, --master_port for torchrun, or use "
-                f"torchrun --standalone.") from None
+                f"torchrun --standalone."
+            ) from None
     return int(port)
 
 
@@ -72,24 +85,31 @@ def check_processes(accelerator: Any, expected: int | None) -> None:
         return
     env_world = os.environ.get("WORLD_SIZE")
     if env_world is not None and int(env_world) == expected and accelerator.num_processes == 1:
-        why = (f"the launcher started {env_world} processes (WORLD_SIZE={env_world}) but each one "
-               f"trains alone: on a machine without GPUs create Accelerator(cpu=True) (or set "
-               f"ACCELERATE_USE_CPU=1) so the processes join one group")
+        why = (
+            f"the launcher started {env_world} processes (WORLD_SIZE={env_world}) but each one "
+            f"trains alone: on a machine without GPUs create Accelerator(cpu=True) (or set "
+            f"ACCELERATE_USE_CPU=1) so the processes join one group"
+        )
     else:
-        why = (f"only {accelerator.num_processes} process(es) were started (WORLD_SIZE={env_world}). "
-               f"`accelerate launch --cpu --num_processes {expected}` starts ONE process: use "
-               f"`accelerate launch --multi_gpu --num_processes {expected} ...` (with cpu=True in the "
-               f"script on CPU), torchrun --nproc_per_node={expected}, or lab_utils.launch")
-    raise RuntimeError(f"expected {expected} processes, this Accelerator sees "
-                       f"{accelerator.num_processes} (device {accelerator.device}): {why}.")
+        why = (
+            f"only {accelerator.num_processes} process(es) were started (WORLD_SIZE={env_world}). "
+            f"`accelerate launch --cpu --num_processes {expected}` starts ONE process: use "
+            f"`accelerate launch --multi_gpu --num_processes {expected} ...` (with cpu=True in the "
+            f"script on CPU), torchrun --nproc_per_node={expected}, or lab_utils.launch"
+        )
+    raise RuntimeError(
+        f"expected {expected} processes, this Accelerator sees "
+        f"{accelerator.num_processes} (device {accelerator.device}): {why}."
+    )
 
 
 # ----------------------------------------------------------------------------- script forms
 LAUNCHERS = ("accelerate", "accelerate-cpu-trap", "torchrun")
 
 
-def script_command(launcher: str, script: str, *, processes: int = 2, port: int | None = None,
-                   args: tuple[str, ...] = ()) -> list[str]:
+def script_command(
+    launcher: str, script: str, *, processes: int = 2, port: int | None = None, args: tuple[str, ...] = ()
+) -> list[str]:
     """The command that runs ``script`` on ``processes`` processes (an argv list; ``" ".join``
     shows what to type, with ``accelerate``/``torchrun`` for the first words).
 
@@ -110,11 +130,33 @@ def script_command(launcher: str, script: str, *, processes: int = 2, port: int 
     acc = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch"]
     n = str(processes)
     if launcher == "accelerate":
-        head = acc + ["--multi_gpu", "--num_processes", n, "--num_machines", "1",
-                      "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(port)]
+        head = acc + [
+            "--multi_gpu",
+            "--num_processes",
+            n,
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(port),
+        ]
     elif launcher == "accelerate-cpu-trap":
-        head = acc + ["--cpu", "--num_processes", n, "--num_machines", "1", "--mixed_precision", "no",
-                      "--dynamo_backend", "no", "--main_process_port", str(port)]
+        head = acc + [
+            "--cpu",
+            "--num_processes",
+            n,
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(port),
+        ]
     else:
         head = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", n]
     return head + [script, "--processes", n, *args]
@@ -124,12 +166,16 @@ def job_script() -> str:
     """Path of ``labs/scripts/accelerate_job.py``: next to the notebook, else in this repository."""
     from pathlib import Path
 
-    for cand in (Path("scripts") / "accelerate_job.py",
-                 Path(__file__).resolve().parents[1] / "labs" / "scripts" / "accelerate_job.py"):
+    for cand in (
+        Path("scripts") / "accelerate_job.py",
+        Path(__file__).resolve().parents[1] / "labs" / "scripts" / "accelerate_job.py",
+    ):
         if cand.is_file():
             return str(cand)
-    raise FileNotFoundError("labs/scripts/accelerate_job.py not found: run from the labs folder "
-                            "or install this repository with `pip install -e .`")
+    raise FileNotFoundError(
+        "labs/scripts/accelerate_job.py not found: run from the labs folder "
+        "or install this repository with `pip install -e .`"
+    )
 
 
 def shown(cmd: list[str]) -> str:
@@ -150,19 +196,37 @@ def run_script(cmd: list[str], *, timeout: float = 300.0, cwd: str | None = None
     import json
     import subprocess
 
-    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        GLOO_SOCKET_IFNAME="lo",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("ACCELERATE_USE_CPU", None)
     with tempfile.TemporaryDirectory(prefix="lab_hf_script_") as tmp:
-        env["HF_HOME"] = tmp            # no personal `accelerate config` file changes the run
+        env["HF_HOME"] = tmp  # no personal `accelerate config` file changes the run
         out_file = os.path.join(tmp, "result.json")
-        proc = subprocess.run(list(cmd) + ["--out", out_file], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            list(cmd) + ["--out", out_file],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
         result = None
         if os.path.exists(out_file):
             with open(out_file) as f:
                 result = json.load(f)
-    errors = [ln.split("RuntimeError: ", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines()
-              if "RuntimeError: " in ln]
-    return {"returncode": proc.returncode, "result": result, "error": errors[-1] if errors else None,
-            "log_tail": (proc.stdout + proc.stderr)[-3000:]}
+    errors = [
+        ln.split("RuntimeError: ", 1)[1] for ln in (proc.stdout + proc.stderr).splitlines() if "RuntimeError: " in ln
+    ]
+    return {
+        "returncode": proc.returncode,
+        "result": result,
+        "error": errors[-1] if errors else None,
+        "log_tail": (proc.stdout + proc.stderr)[-3000:],
+    }

@@ -7,6 +7,7 @@
 
 Also the checks of lab 4's exercises that are about these mechanics.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,13 @@ import torch
 from lab_utils.hf import offline
 from lab_utils.hf_launch import reset_accelerate_state
 
-__all__ = ["backward_scaling", "scheduler_lrs", "token_loss_normalisation", "check_sync_answer",
-           "check_token_scaling_answer"]
+__all__ = [
+    "backward_scaling",
+    "scheduler_lrs",
+    "token_loss_normalisation",
+    "check_sync_answer",
+    "check_token_scaling_answer",
+]
 
 
 def _ok(msg: str) -> None:
@@ -48,8 +54,14 @@ def backward_scaling(grad_accum: int = 4, seed: int = 0) -> dict[str, float]:
         reset_accelerate_state()
 
 
-def scheduler_lrs(*, micro_batches: int = 16, grad_accum: int = 4, prepared: bool = True,
-                  total_steps: int | None = None, lr: float = 1.0) -> list[float]:
+def scheduler_lrs(
+    *,
+    micro_batches: int = 16,
+    grad_accum: int = 4,
+    prepared: bool = True,
+    total_steps: int | None = None,
+    lr: float = 1.0,
+) -> list[float]:
     """Learning rate after each micro-batch of a linear-decay schedule stepped every micro-batch,
     through Accelerate's wrapper (``prepared``) or directly. ``total_steps`` defaults to the number
     of optimizer updates (micro_batches / grad_accum). One process, no model: a bare parameter."""
@@ -93,16 +105,25 @@ def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed
 
 def _token_loss_normalisation(model, micro_batches: int, per_micro: int, seed: int) -> dict[str, Any]:
     from lab_utils.data import lm_batch
+
     # Very different lengths per micro-batch make the effect plain.
-    parts = [lm_batch(per_micro, min_len=2 + 12 * (i % 2), max_len=4 + 24 * (i % 2), seed=seed + i)
-             for i in range(micro_batches)]
+    parts = [
+        lm_batch(per_micro, min_len=2 + 12 * (i % 2), max_len=4 + 24 * (i % 2), seed=seed + i)
+        for i in range(micro_batches)
+    ]
     width = max(p["input_ids"].shape[1] for p in parts)
 
     def pad(t, value):
         return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
 
-    parts = [{"input_ids": pad(p["input_ids"], 0), "attention_mask": pad(p["attention_mask"], 0),
-              "labels": pad(p["labels"], -100)} for p in parts]
+    parts = [
+        {
+            "input_ids": pad(p["input_ids"], 0),
+            "attention_mask": pad(p["attention_mask"], 0),
+            "labels": pad(p["labels"], -100),
+        }
+        for p in parts
+    ]
     big = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
     n_items = int(sum((p["labels"][:, 1:] != -100).sum() for p in parts))  # shifted targets
 
@@ -117,10 +138,14 @@ def _token_loss_normalisation(model, micro_batches: int, per_micro: int, seed: i
     fix_loss, g_fix = grads(lambda: sum(model(**p, num_items_in_batch=n_items).loss for p in parts))
     model.zero_grad()
     scale = g_big.abs().max().item()
-    return {"big_batch": big_loss, "mean_of_means": mom_loss, "num_items_in_batch": fix_loss,
-            "grad_gap_mean_of_means": (g_mom - g_big).abs().max().item() / scale,
-            "grad_gap_num_items": (g_fix - g_big).abs().max().item() / scale,
-            "tokens_per_micro_batch": [int((p["labels"][:, 1:] != -100).sum()) for p in parts]}
+    return {
+        "big_batch": big_loss,
+        "mean_of_means": mom_loss,
+        "num_items_in_batch": fix_loss,
+        "grad_gap_mean_of_means": (g_mom - g_big).abs().max().item() / scale,
+        "grad_gap_num_items": (g_fix - g_big).abs().max().item() / scale,
+        "tokens_per_micro_batch": [int((p["labels"][:, 1:] != -100).sum()) for p in parts],
+    }
 
 
 # ----------------------------------------------------------------------------- exercise checks
@@ -130,11 +155,15 @@ def check_sync_answer(answer: Mapping[str, Any] | None, rank_run: Mapping[str, A
         raise AssertionError("answer is None: give {'sync': [...], 'collectives': int}")
     sync = [bool(s) for s in answer.get("sync", [])]
     if sync != list(rank_run["sync"]):
-        raise AssertionError("the sync flags differ from the measured run; hint: a window ends every "
-                             "grad_accum micro-batches, and at the end of the epoch")
+        raise AssertionError(
+            "the sync flags differ from the measured run; hint: a window ends every "
+            "grad_accum micro-batches, and at the end of the epoch"
+        )
     if int(answer.get("collectives", -1)) != sum(rank_run["collectives"]):
-        raise AssertionError("wrong number of collectives; hint: this small model fits in ONE DDP "
-                             "bucket, so each sync step makes one all-reduce")
+        raise AssertionError(
+            "wrong number of collectives; hint: this small model fits in ONE DDP "
+            "bucket, so each sync step makes one all-reduce"
+        )
     _ok("sync flags and number of all-reduces: as measured on rank 0")
 
 
@@ -147,10 +176,12 @@ def check_token_scaling_answer(scaled_loss: Any) -> None:
     for k in (2, 4):
         tokens = torch.randint(1, 40, (k,), generator=g)
         sums = torch.rand(k, generator=g, dtype=torch.float64) * tokens
-        big = (sums.sum() / tokens.sum()).item()                 # one batch: mean over all tokens
+        big = (sums.sum() / tokens.sum()).item()  # one batch: mean over all tokens
         got = sum(float(scaled_loss(s, int(tokens.sum()), k)) / k for s in sums)  # backward divides by k
         if abs(got - big) > 1e-9 * max(1.0, abs(big)):
-            raise AssertionError(f"with grad_accum={k} your losses add up to {got:.6f} after the "
-                                 f"division by k, one big batch gives {big:.6f}; hint: divide by the "
-                                 f"window's tokens and undo the division that backward will do")
+            raise AssertionError(
+                f"with grad_accum={k} your losses add up to {got:.6f} after the "
+                f"division by k, one big batch gives {big:.6f}; hint: divide by the "
+                f"window's tokens and undo the division that backward will do"
+            )
     _ok("token-normalised losses: the window equals one big batch")

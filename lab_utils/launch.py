@@ -21,6 +21,7 @@ Failure is loud and clean: a rank that raises gives ``RankError`` naming the ran
 traceback; a rank that dies or a run past ``timeout`` gives ``RankDiedError`` / ``LaunchTimeout``;
 on any exit (success, error, timeout, KeyboardInterrupt) every worker is killed and reaped.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,12 +35,23 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["launch", "dist_info", "DistInfo", "RankResults", "LaunchError", "RankError",
-           "RankDiedError", "LaunchTimeout", "free_port", "resolve_backend", "max_world_size"]
+__all__ = [
+    "launch",
+    "dist_info",
+    "DistInfo",
+    "RankResults",
+    "LaunchError",
+    "RankError",
+    "RankDiedError",
+    "LaunchTimeout",
+    "free_port",
+    "resolve_backend",
+    "max_world_size",
+]
 
 BACKENDS = ("auto", "gloo", "nccl")
 _RANK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rank.py")
@@ -54,8 +66,9 @@ class RankError(LaunchError):
 
     def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
         self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
-        super().__init__(f"rank {rank} raised {exc_type}: {message}\n\n"
-                         f"--- traceback from rank {rank} ---\n{remote_traceback}")
+        super().__init__(
+            f"rank {rank} raised {exc_type}: {message}\n\n--- traceback from rank {rank} ---\n{remote_traceback}"
+        )
 
 
 class RankDiedError(LaunchError):
@@ -63,10 +76,15 @@ class RankDiedError(LaunchError):
 
     def __init__(self, rank: int, exitcode: int | None):
         self.rank, self.exitcode = rank, exitcode
-        how = (f"was killed by signal {signal.Signals(-exitcode).name}" if exitcode and exitcode < 0
-               else f"exited with code {exitcode}")
-        super().__init__(f"rank {rank} {how} before returning a result. If it ran out of memory, "
-                         f"try a smaller model or fewer ranks; the other ranks were stopped.")
+        how = (
+            f"was killed by signal {signal.Signals(-exitcode).name}"
+            if exitcode and exitcode < 0
+            else f"exited with code {exitcode}"
+        )
+        super().__init__(
+            f"rank {rank} {how} before returning a result. If it ran out of memory, "
+            f"try a smaller model or fewer ranks; the other ranks were stopped."
+        )
 
 
 class LaunchTimeout(LaunchError):
@@ -87,7 +105,7 @@ class DistInfo:
     world_size: int
     local_rank: int
     backend: str
-    device: "Any"  # torch.device
+    device: Any  # torch.device
 
     @property
     def is_main(self) -> bool:
@@ -128,18 +146,22 @@ def resolve_backend(backend: str, world_size: int) -> str:
     'auto' picks nccl only when every rank can have its own GPU; with fewer GPUs than ranks
     (or none) it picks gloo on the CPU. An explicit 'nccl' without enough GPUs is an error."""
     if not isinstance(backend, str) or backend.lower() not in BACKENDS:
-        raise ValueError(f"backend={backend!r} is not one of {BACKENDS}; use 'auto' to pick "
-                         f"nccl when every rank has a GPU and gloo otherwise")
+        raise ValueError(
+            f"backend={backend!r} is not one of {BACKENDS}; use 'auto' to pick "
+            f"nccl when every rank has a GPU and gloo otherwise"
+        )
     backend = backend.lower()
     if backend == "gloo":
         return "gloo"
     n_gpus = _cuda_device_count()
     if backend == "nccl" and n_gpus < world_size:
-        raise ValueError(f"backend='nccl' needs one CUDA GPU per rank, but world_size={world_size} "
-                         f"and this machine has {n_gpus} GPU(s). Use backend='gloo' (CPU) or "
-                         f"world_size<={n_gpus}." if n_gpus else
-                         "backend='nccl' needs CUDA GPUs and none is visible here. Use "
-                         "backend='gloo' (CPU) or 'auto'.")
+        raise ValueError(
+            f"backend='nccl' needs one CUDA GPU per rank, but world_size={world_size} "
+            f"and this machine has {n_gpus} GPU(s). Use backend='gloo' (CPU) or "
+            f"world_size<={n_gpus}."
+            if n_gpus
+            else "backend='nccl' needs CUDA GPUs and none is visible here. Use backend='gloo' (CPU) or 'auto'."
+        )
     return "nccl" if n_gpus >= world_size and n_gpus > 0 else "gloo"
 
 
@@ -155,19 +177,24 @@ def _check_args(fn, world_size, args, kwargs, timeout) -> bytes:
     import cloudpickle
 
     if not callable(fn):
-        raise TypeError(f"fn must be callable, got {type(fn).__name__}; pass the function itself, "
-                        f"not its result (launch(train), not launch(train()))")
+        raise TypeError(
+            f"fn must be callable, got {type(fn).__name__}; pass the function itself, "
+            f"not its result (launch(train), not launch(train()))"
+        )
     if isinstance(world_size, bool) or not isinstance(world_size, int):
         raise TypeError(f"world_size must be an int, got {world_size!r}")
     if world_size < 1:
         raise ValueError(f"world_size={world_size}: need at least 1 rank (2-4 are typical here)")
     if world_size > max_world_size():
-        raise ValueError(f"world_size={world_size} is more ranks than this machine can run "
-                         f"({os.cpu_count()} cores; the limit is {max_world_size()}). Each rank is a "
-                         f"full process: use 2-4 ranks to see the effects the labs measure.")
+        raise ValueError(
+            f"world_size={world_size} is more ranks than this machine can run "
+            f"({os.cpu_count()} cores; the limit is {max_world_size()}). Each rank is a "
+            f"full process: use 2-4 ranks to see the effects the labs measure."
+        )
     if not isinstance(args, (tuple, list)):
-        raise TypeError(f"args must be a tuple of positional arguments, got {type(args).__name__}; "
-                        f"for one argument write args=(x,)")
+        raise TypeError(
+            f"args must be a tuple of positional arguments, got {type(args).__name__}; for one argument write args=(x,)"
+        )
     if kwargs is not None and not isinstance(kwargs, dict):
         raise TypeError(f"kwargs must be a dict or None, got {type(kwargs).__name__}")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
@@ -179,15 +206,23 @@ def _check_args(fn, world_size, args, kwargs, timeout) -> bytes:
         try:
             cloudpickle.dumps(value)
         except Exception as e:  # noqa: BLE001 - re-raised with the argument's name
-            raise TypeError(f"{name} cannot be sent to a worker process ({type(e).__name__}: {e}). "
-                            f"Pass plain data (tensors, numbers, dicts) and build objects such as "
-                            f"open files, locks, generators or process groups inside fn.") from e
+            raise TypeError(
+                f"{name} cannot be sent to a worker process ({type(e).__name__}: {e}). "
+                f"Pass plain data (tensors, numbers, dicts) and build objects such as "
+                f"open files, locks, generators or process groups inside fn."
+            ) from e
     return cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
 
 
-def launch(fn: Callable[..., Any], world_size: int = 2, *, backend: str = "auto",
-           args: Sequence[Any] = (), kwargs: dict[str, Any] | None = None,
-           timeout: float = 120.0) -> RankResults:
+def launch(
+    fn: Callable[..., Any],
+    world_size: int = 2,
+    *,
+    backend: str = "auto",
+    args: Sequence[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    timeout: float = 120.0,
+) -> RankResults:
     """Run ``fn(*args, **kwargs)`` on ``world_size`` processes and return their results.
 
     Each process joins one process group (``backend``: 'gloo' on CPU, 'nccl' with one GPU per
@@ -206,18 +241,24 @@ def launch(fn: Callable[..., Any], world_size: int = 2, *, backend: str = "auto"
     t0 = time.perf_counter()
     try:
         for rank in range(world_size):
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-                       LOCAL_WORLD_SIZE=str(world_size))
+            env = dict(
+                os.environ,
+                OMP_NUM_THREADS=str(threads),
+                MKL_NUM_THREADS=str(threads),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(rank),
+                WORLD_SIZE=str(world_size),
+                LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(world_size),
+            )
             if chosen == "gloo":
                 # Interface autodetection is flaky on CI machines; all ranks are on this host.
                 env.setdefault("GLOO_SOCKET_IFNAME", "lo")
             # The caller's import path, as multiprocessing's spawn passes it: a function that
             # cloudpickle sends by reference (an importable one) must import in the rank too.
             env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
-            cmd = [sys.executable, _RANK_SCRIPT, workdir, chosen, str(threads),
-                   str(timeout), str(os.getpid())]
+            cmd = [sys.executable, _RANK_SCRIPT, workdir, chosen, str(threads), str(timeout), str(os.getpid())]
             # Own process group per rank: the parent can kill a rank and anything it started.
             procs.append(subprocess.Popen(cmd, env=env, process_group=0, stdin=subprocess.DEVNULL))
         results = _wait(procs, workdir, timeout, t0)
@@ -251,8 +292,7 @@ def _wait(procs: list[subprocess.Popen], workdir: str, timeout: float, t0: float
             died = [r for r in exited if _read_result(workdir, r)[0] is None]
             if died:
                 raise RankDiedError(died[0], procs[died[0]].returncode)
-            errors = [(r, _read_result(workdir, r)[1]) for r in exited
-                      if _read_result(workdir, r)[0] == "error"]
+            errors = [(r, _read_result(workdir, r)[1]) for r in exited if _read_result(workdir, r)[0] == "error"]
             primary = [e for e in errors if not any(m in e[1][1] for m in _SECONDARY)] or errors
             rank, (exc_type, message, tb) = primary[0]
             raise RankError(rank, exc_type, message, tb)
@@ -260,10 +300,12 @@ def _wait(procs: list[subprocess.Popen], workdir: str, timeout: float, t0: float
             return [_read_result(workdir, r)[1] for r in range(world)]
         if time.perf_counter() - t0 > timeout:
             stuck = [r for r, p in enumerate(procs) if p.poll() is None]
-            raise LaunchTimeout(f"ranks {stuck} did not finish within timeout={timeout:g} s. A rank "
-                                f"that waits in a collective its peers never reach hangs like this "
-                                f"(e.g. an all_reduce inside `if rank == 0`). All ranks were stopped; "
-                                f"raise timeout= if the work is just slow.")
+            raise LaunchTimeout(
+                f"ranks {stuck} did not finish within timeout={timeout:g} s. A rank "
+                f"that waits in a collective its peers never reach hangs like this "
+                f"(e.g. an all_reduce inside `if rank == 0`). All ranks were stopped; "
+                f"raise timeout= if the work is just slow."
+            )
         time.sleep(0.02)
 
 
@@ -308,8 +350,7 @@ def _worker(workdir: str, backend: str, threads: int, timeout: float) -> None:
         torch.set_num_threads(threads)
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(backend, rank=rank, world_size=world_size,
-                                timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
         with open(os.path.join(workdir, "payload.pkl"), "rb") as f:
             fn, args, kwargs = cloudpickle.loads(f.read())
         value = fn(*args, **kwargs)
@@ -324,9 +365,18 @@ def _worker(workdir: str, backend: str, threads: int, timeout: float) -> None:
 
             blob = cloudpickle.dumps(status)
         except Exception as e:  # noqa: BLE001
-            blob = pickle.dumps(("error", ("TypeError", f"the return value of fn on rank {rank} "
-                                 f"cannot be pickled ({e}); return plain data (numbers, lists, "
-                                 f"dicts, CPU tensors)", "")))
+            blob = pickle.dumps(
+                (
+                    "error",
+                    (
+                        "TypeError",
+                        f"the return value of fn on rank {rank} "
+                        f"cannot be pickled ({e}); return plain data (numbers, lists, "
+                        f"dicts, CPU tensors)",
+                        "",
+                    ),
+                )
+            )
     tmp = _result_path(workdir, rank) + ".tmp"
     with open(tmp, "wb") as f:
         f.write(blob)
@@ -358,4 +408,3 @@ def _cleanup_group(ok: bool) -> None:
             dist.destroy_process_group()
     except Exception:  # noqa: BLE001 - the result is already written
         pass
-

@@ -19,6 +19,7 @@ Methods of ``train``: ``ddp`` (gradient all-reduce every step, DDP's comm hook c
 Douillard et al. 2023). ``accelerate_run`` runs Accelerate's ``LocalSGD`` as its guide writes it.
 Every function returns plain, JSON-able data: loss curves, counted communication, checksums.
 """
+
 from __future__ import annotations
 
 import time
@@ -35,19 +36,32 @@ from lab_utils.data import classification
 from lab_utils.launch import dist_info
 from lab_utils.models import mlp
 
-__all__ = ["METHODS", "OPTIMIZERS", "TASK", "make_model", "make_data", "rank_batches", "checksum",
-           "rank_shard", "average_parameters", "train", "sweep", "accelerate_run", "accelerate_demos"]
+__all__ = [
+    "METHODS",
+    "OPTIMIZERS",
+    "TASK",
+    "make_model",
+    "make_data",
+    "rank_batches",
+    "checksum",
+    "rank_shard",
+    "average_parameters",
+    "train",
+    "sweep",
+    "accelerate_run",
+    "accelerate_demos",
+]
 
 METHODS = ("ddp", "local", "post-local", "post-local-torch", "diloco")
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 # The lab task: 10 Gaussian blobs in 32 dimensions, an MLP of 11,082 parameters (44 KB of fp32).
-TASK: dict[str, Any] = dict(dim=32, classes=10, width=64, depth=2, per_rank=1024, batch=32, eval_n=2048,
-                           skew=0.0)
+TASK: dict[str, Any] = dict(dim=32, classes=10, width=64, depth=2, per_rank=1024, batch=32, eval_n=2048, skew=0.0)
 
 
 # ----------------------------------------------------------------------------- the task
-def make_model(*, dim: int = 32, classes: int = 10, width: int = 64, depth: int = 2, seed: int = 0,
-               batchnorm: bool = False) -> nn.Module:
+def make_model(
+    *, dim: int = 32, classes: int = 10, width: int = 64, depth: int = 2, seed: int = 0, batchnorm: bool = False
+) -> nn.Module:
     """The same MLP on every rank (same seed); ``batchnorm`` adds a layer with running buffers."""
     model = mlp(width, depth, in_dim=dim, out_dim=classes, seed=seed)
     if batchnorm:
@@ -55,8 +69,9 @@ def make_model(*, dim: int = 32, classes: int = 10, width: int = 64, depth: int 
     return model
 
 
-def make_data(world: int, *, dim: int = 32, classes: int = 10, per_rank: int = 1024, eval_n: int = 2048,
-              seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_data(
+    world: int, *, dim: int = 32, classes: int = 10, per_rank: int = 1024, eval_n: int = 2048, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Training set of ``per_rank * world`` samples and a held-out set of ``eval_n`` (same blobs)."""
     x, y = classification(per_rank * world + eval_n, dim=dim, n_classes=classes, seed=seed)
     n = per_rank * world
@@ -74,8 +89,9 @@ def rank_shard(y: torch.Tensor, rank: int, world: int, skew: float = 0.0, seed: 
     return torch.nonzero(owner == rank).flatten()
 
 
-def rank_batches(x: torch.Tensor, y: torch.Tensor, rank: int, world: int, batch: int, steps: int,
-                 seed: int = 0, skew: float = 0.0):
+def rank_batches(
+    x: torch.Tensor, y: torch.Tensor, rank: int, world: int, batch: int, steps: int, seed: int = 0, skew: float = 0.0
+):
     """``steps`` batches from this rank's shard (see ``rank_shard``), reshuffled each epoch."""
     idx = rank_shard(y, rank, world, skew, seed)
     xs, ys = x[idx], y[idx]
@@ -84,7 +100,7 @@ def rank_batches(x: torch.Tensor, y: torch.Tensor, rank: int, world: int, batch:
         epoch, i = divmod(s, per_epoch)
         if i == 0:
             order = torch.randperm(len(xs), generator=torch.Generator().manual_seed(seed * 1000 + epoch))
-        idx = order[i * batch:(i + 1) * batch]
+        idx = order[i * batch : (i + 1) * batch]
         yield xs[idx], ys[idx]
 
 
@@ -137,15 +153,29 @@ def _check(method: str, H: int, steps: int, warmup: int, optimizer: str) -> None
     if steps < 1 or not 0 <= warmup <= steps:
         raise ValueError(f"steps={steps}, warmup={warmup}: need steps >= 1 and 0 <= warmup <= steps")
     if not dist.is_initialized():
-        raise RuntimeError("train() runs on ranks: call it through lab_utils.launch(train, 2, kwargs=...) "
-                           "or torchrun -m lab_utils.run lab_utils.local_sgd:train")
+        raise RuntimeError(
+            "train() runs on ranks: call it through lab_utils.launch(train, 2, kwargs=...) "
+            "or torchrun -m lab_utils.run lab_utils.local_sgd:train"
+        )
 
 
 # ----------------------------------------------------------------------------- one run
-def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str = "sgd",
-          lr: float | None = None, warmup: int = 0, outer_lr: float = 0.7, outer_momentum: float = 0.9,
-          flat: bool = False, seed: int = 0, eval_every: int | None = None, return_params: bool = False,
-          **task: Any) -> dict:
+def train(
+    method: str = "local",
+    *,
+    H: int = 8,
+    steps: int = 128,
+    optimizer: str = "sgd",
+    lr: float | None = None,
+    warmup: int = 0,
+    outer_lr: float = 0.7,
+    outer_momentum: float = 0.9,
+    flat: bool = False,
+    seed: int = 0,
+    eval_every: int | None = None,
+    return_params: bool = False,
+    **task: Any,
+) -> dict:
     """Train the lab task on this rank with ``method`` (see the module docstring) for ``steps``
     optimizer steps and return plain data (``flat``: average parameters with one collective
     instead of one per tensor, see ``average_parameters``):
@@ -162,8 +192,9 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
     cfg = {**TASK, **task}
     lr = lr if lr is not None else (0.1 if optimizer in ("sgd", "momentum") else 3e-3)
     rank, world = dist.get_rank(), dist.get_world_size()
-    x, y, xe, ye = make_data(world, dim=cfg["dim"], classes=cfg["classes"], per_rank=cfg["per_rank"],
-                             eval_n=cfg["eval_n"], seed=seed)
+    x, y, xe, ye = make_data(
+        world, dim=cfg["dim"], classes=cfg["classes"], per_rank=cfg["per_rank"], eval_n=cfg["eval_n"], seed=seed
+    )
     model = make_model(dim=cfg["dim"], classes=cfg["classes"], width=cfg["width"], depth=cfg["depth"], seed=seed)
     # NCCL ranks (one GPU each) train on their GPU; gloo ranks on the CPU. Data is made on the
     # CPU (same values everywhere) and moved batch by batch.
@@ -177,11 +208,14 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
         ddp = DDP(model)
         if method == "post-local-torch":
             from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import (
-                PostLocalSGDState, post_localSGD_hook)
+                PostLocalSGDState,
+                post_localSGD_hook,
+            )
 
-            ddp.register_comm_hook(PostLocalSGDState(None, None, start_localSGD_iter=warmup,
-                                                     post_local_gradient_allreduce=False),
-                                   post_localSGD_hook)
+            ddp.register_comm_hook(
+                PostLocalSGDState(None, None, start_localSGD_iter=warmup, post_local_gradient_allreduce=False),
+                post_localSGD_hook,
+            )
         else:
             counter.attach(ddp)
     net = ddp if ddp is not None else model
@@ -195,23 +229,24 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
         opt = PostLocalSGDOptimizer(opt, PeriodicModelAverager(period=H, warmup_steps=warmup + H - 1))
     outer, outer_params, anchor = None, None, None
     if method == "diloco":
-        anchor = [p.detach().clone() for p in model.parameters()]   # the global parameters
+        anchor = [p.detach().clone() for p in model.parameters()]  # the global parameters
         outer_params = [nn.Parameter(a.clone()) for a in anchor]
-        outer = torch.optim.SGD(outer_params, lr=outer_lr, momentum=outer_momentum,
-                                nesterov=outer_momentum > 0)   # outer_lr=1, momentum=0: plain averaging
+        outer = torch.optim.SGD(
+            outer_params, lr=outer_lr, momentum=outer_momentum, nesterov=outer_momentum > 0
+        )  # outer_lr=1, momentum=0: plain averaging
 
     losses, sums, synced, compute_s, evals = [], [], [], [], []
     eval_every = eval_every if eval_every is not None else max(1, steps // 16)
     local_since_sync = 0
-    averages = method in ("local", "post-local", "diloco")      # the hand-written averaging
-    offset = warmup if method == "post-local" else 0            # local steps start after the warm-up
+    averages = method in ("local", "post-local", "diloco")  # the hand-written averaging
+    offset = warmup if method == "post-local" else 0  # local steps start after the warm-up
     with counter.track():
         for s, (xb, yb) in enumerate(rank_batches(x, y, rank, world, cfg["batch"], steps, seed, cfg["skew"])):
             xb, yb = xb.to(dev), yb.to(dev)
             t0 = time.perf_counter()
             local_phase = method in ("local", "diloco") or (method.startswith("post-local") and s >= warmup)
             if method == "post-local" and local_phase:
-                with ddp.no_sync():          # forward inside no_sync too, or DDP still syncs
+                with ddp.no_sync():  # forward inside no_sync too, or DDP still syncs
                     loss = F.cross_entropy(net(xb), yb)
                     opt.zero_grad()
                     loss.backward()
@@ -221,7 +256,7 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
                 loss.backward()
             if method == "post-local-torch":
                 compute_s.append(time.perf_counter() - t0)
-                opt.step()                    # PostLocalSGDOptimizer averages inside step()
+                opt.step()  # PostLocalSGDOptimizer averages inside step()
                 if s >= warmup + H - 1 and (s - warmup + 1) % H == 0:
                     synced.append(s)
             else:
@@ -235,7 +270,7 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
             losses.append(loss.item())
             sums.append(checksum(model.parameters()))
             if eval_every and (s + 1) % eval_every == 0:
-                with counter.paused():        # bookkeeping, not part of the method's traffic
+                with counter.paused():  # bookkeeping, not part of the method's traffic
                     evals.append((s + 1, _eval_of_mean(model, xe, ye)))
             counter.mark_step()
         if averages and local_since_sync:
@@ -246,14 +281,29 @@ def train(method: str = "local", *, H: int = 8, steps: int = 128, optimizer: str
     with torch.no_grad():
         eval_loss = F.cross_entropy(model(xe), ye).item()
     state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
-    out = {"method": method, "H": H, "flat": flat, "optimizer": optimizer, "lr": lr, "warmup": warmup, "rank": rank,
-           "world_size": world, "steps": steps, "losses": losses, "eval_loss": eval_loss,
-           "eval_curve": evals, "checksums": sums, "final_checksum": checksum(model.parameters()), "synced_steps": synced,
-           "comm": counter.summary(), "compute_s": compute_s,
-           "events": [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in counter.events],
-           "opt_state_checksum": checksum(state) if state else 0.0,
-           "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-           "n_param_tensors": len(list(model.parameters()))}
+    out = {
+        "method": method,
+        "H": H,
+        "flat": flat,
+        "optimizer": optimizer,
+        "lr": lr,
+        "warmup": warmup,
+        "rank": rank,
+        "world_size": world,
+        "steps": steps,
+        "losses": losses,
+        "eval_loss": eval_loss,
+        "eval_curve": evals,
+        "checksums": sums,
+        "final_checksum": checksum(model.parameters()),
+        "synced_steps": synced,
+        "comm": counter.summary(),
+        "compute_s": compute_s,
+        "events": [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in counter.events],
+        "opt_state_checksum": checksum(state) if state else 0.0,
+        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "n_param_tensors": len(list(model.parameters())),
+    }
     if return_params:
         out["params"] = torch.cat([p.detach().flatten() for p in model.parameters()]).tolist()
     del ddp, net, model, opt, outer
@@ -291,15 +341,22 @@ def _sync(method, model, outer, outer_params, anchor, flat) -> None:
         p.data.copy_(op.data)
 
 
-def sweep(Hs: Sequence[int] = (1, 2, 4, 8, 16, 32), *, steps: int = 128, optimizer: str = "sgd",
-          include_ddp: bool = True, extra: Sequence[dict] = (), **kwargs: Any) -> dict[str, dict]:
+def sweep(
+    Hs: Sequence[int] = (1, 2, 4, 8, 16, 32),
+    *,
+    steps: int = 128,
+    optimizer: str = "sgd",
+    include_ddp: bool = True,
+    extra: Sequence[dict] = (),
+    **kwargs: Any,
+) -> dict[str, dict]:
     """Several runs in one launch (start-up paid once): ``DDP`` and ``H=<h>`` for each h, plus
     ``extra`` runs given as dicts of ``train`` arguments with a ``name``. Each entry holds
     rank 0's result with ``losses`` averaged over the ranks, the final checksum of every rank
     (``rank_checksums``), every rank's checksum after each step (``rank_step_checksums``), the
     final ``params`` (a flat list) and ``max_diff_to_ddp``: the largest parameter difference to the DDP run."""
     runs: dict[str, dict] = {}
-    plan = ([("DDP", dict(method="ddp"))] if include_ddp else [])
+    plan = [("DDP", dict(method="ddp"))] if include_ddp else []
     plan += [(f"H={h}", dict(method="local", H=h)) for h in Hs]
     plan += [(e["name"], {k: v for k, v in e.items() if k != "name"}) for e in extra]
     ref = None
@@ -319,9 +376,19 @@ def sweep(Hs: Sequence[int] = (1, 2, 4, 8, 16, 32), *, steps: int = 128, optimiz
 
 
 # ----------------------------------------------------------------------------- Accelerate
-def accelerate_run(*, local_sgd_steps: int = 8, accumulation: int = 2, micro_batches: int = 32,
-                   count: str = "micro-batch", enabled: bool = True, use_local_sgd: bool = True,
-                   batchnorm: bool = False, lr: float = 0.1, seed: int = 0, **task: Any) -> dict:
+def accelerate_run(
+    *,
+    local_sgd_steps: int = 8,
+    accumulation: int = 2,
+    micro_batches: int = 32,
+    count: str = "micro-batch",
+    enabled: bool = True,
+    use_local_sgd: bool = True,
+    batchnorm: bool = False,
+    lr: float = 0.1,
+    seed: int = 0,
+    **task: Any,
+) -> dict:
     """Accelerate's ``LocalSGD`` loop exactly as its guide writes it, on this rank.
 
     ``count="micro-batch"``: ``local_sgd.step()`` after every micro-batch, as in the guide (it then
@@ -341,15 +408,24 @@ def accelerate_run(*, local_sgd_steps: int = 8, accumulation: int = 2, micro_bat
     # On CPU the Accelerator must be told so; without cpu=True each process would run alone.
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), gradient_accumulation_steps=accumulation)
     if accelerator.num_processes != world:
-        raise RuntimeError(f"Accelerator sees {accelerator.num_processes} process(es) but torch.distributed "
-                           f"has {world}: create Accelerator(cpu=True) inside the rank function (on CPU), "
-                           f"after the process group exists")
-    x, y, _, _ = make_data(world, dim=cfg["dim"], classes=cfg["classes"],
-                           per_rank=max(cfg["per_rank"], micro_batches * cfg["batch"]), eval_n=16, seed=seed)
+        raise RuntimeError(
+            f"Accelerator sees {accelerator.num_processes} process(es) but torch.distributed "
+            f"has {world}: create Accelerator(cpu=True) inside the rank function (on CPU), "
+            f"after the process group exists"
+        )
+    x, y, _, _ = make_data(
+        world,
+        dim=cfg["dim"],
+        classes=cfg["classes"],
+        per_rank=max(cfg["per_rank"], micro_batches * cfg["batch"]),
+        eval_n=16,
+        seed=seed,
+    )
     n = micro_batches * cfg["batch"] * world
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x[:n], y[:n]), batch_size=cfg["batch"])
-    model = make_model(dim=cfg["dim"], classes=cfg["classes"], width=cfg["width"], depth=cfg["depth"],
-                       seed=seed, batchnorm=batchnorm)
+    model = make_model(
+        dim=cfg["dim"], classes=cfg["classes"], width=cfg["width"], depth=cfg["depth"], seed=seed, batchnorm=batchnorm
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
@@ -357,12 +433,15 @@ def accelerate_run(*, local_sgd_steps: int = 8, accumulation: int = 2, micro_bat
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         counter.attach(model)
     losses, flags = [], []
-    ctx = (LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=enabled)
-           if use_local_sgd else None)
+    ctx = (
+        LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=enabled)
+        if use_local_sgd
+        else None
+    )
     with counter.track():
         local_sgd = ctx.__enter__() if ctx else None
         try:
-            for inputs, targets in loader:          # the guide's loop, line for line
+            for inputs, targets in loader:  # the guide's loop, line for line
                 with accelerator.accumulate(model):
                     outputs = model(inputs)
                     loss = F.cross_entropy(outputs, targets)
@@ -377,26 +456,35 @@ def accelerate_run(*, local_sgd_steps: int = 8, accumulation: int = 2, micro_bat
                 counter.mark_step()
         finally:
             if ctx:
-                ctx.__exit__(None, None, None)          # averages once more at exit
+                ctx.__exit__(None, None, None)  # averages once more at exit
     events = [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in counter.events]
     n_tensors = len(list(model.parameters()))
     direct = [e for e in events if e["source"] == "torch.distributed"]
     # Consecutive runs of n_tensors direct all-reduces are one averaging of the model.
     avg_steps = [direct[i]["step"] for i in range(0, len(direct), n_tensors)]
     inner = accelerator.unwrap_model(model)
-    out = {"num_processes": accelerator.num_processes, "distributed_type": str(accelerator.distributed_type),
-           "local_sgd_enabled": bool(local_sgd.enabled) if local_sgd else False,
-           "local_sgd_steps": local_sgd_steps, "accumulation": accumulation, "count": count,
-           "micro_batches": len(flags), "updates": sum(flags), "sync_flags": flags, "losses": losses,
-           "events": events, "n_param_tensors": n_tensors,
-           "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
-           "averagings": [{"micro_batch": st, "on_update_boundary": st >= len(flags) or bool(flags[st])}
-                          for st in avg_steps],
-           "param_checksum": checksum(inner.parameters()),
-           "buffer_checksum": checksum(b for b in inner.buffers() if b.is_floating_point()),
-           "buffers": {k: v.tolist() for k, v in inner.state_dict().items()
-                       if "running" in k},
-           "rank": accelerator.process_index}
+    out = {
+        "num_processes": accelerator.num_processes,
+        "distributed_type": str(accelerator.distributed_type),
+        "local_sgd_enabled": bool(local_sgd.enabled) if local_sgd else False,
+        "local_sgd_steps": local_sgd_steps,
+        "accumulation": accumulation,
+        "count": count,
+        "micro_batches": len(flags),
+        "updates": sum(flags),
+        "sync_flags": flags,
+        "losses": losses,
+        "events": events,
+        "n_param_tensors": n_tensors,
+        "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
+        "averagings": [
+            {"micro_batch": st, "on_update_boundary": st >= len(flags) or bool(flags[st])} for st in avg_steps
+        ],
+        "param_checksum": checksum(inner.parameters()),
+        "buffer_checksum": checksum(b for b in inner.buffers() if b.is_floating_point()),
+        "buffers": {k: v.tolist() for k, v in inner.state_dict().items() if "running" in k},
+        "rank": accelerator.process_index,
+    }
     del model, optimizer, loader, scheduler, inner, local_sgd, ctx
     accelerator.free_memory()
     return out
@@ -428,7 +516,7 @@ def simulated_seconds(run: dict, link: Any, world_size: int, step_seconds: float
         t += step_seconds + (comm[s] if s < len(comm) else 0.0)
         out.append(t)
     if out:
-        out[-1] += sum(comm[run["steps"]:])   # the averaging at exit
+        out[-1] += sum(comm[run["steps"] :])  # the averaging at exit
     return out
 
 
@@ -445,9 +533,11 @@ def check_bytes(answer: Any, runs: dict[str, dict], H: int) -> None:
 
     r = runs[f"H={H}"]
     counted = r["comm"]["bytes"]
-    check(answer is not None and int(answer) == counted,
-          f"H={H}: (steps / H) averagings x parameter bytes = the bytes the counter saw",
-          hint="one averaging sends every parameter once: param_bytes; how many averagings in steps?")
+    check(
+        answer is not None and int(answer) == counted,
+        f"H={H}: (steps / H) averagings x parameter bytes = the bytes the counter saw",
+        hint="one averaging sends every parameter once: param_bytes; how many averagings in steps?",
+    )
 
 
 def check_momentum(answer: Any, runs: dict[str, dict]) -> None:
@@ -458,10 +548,12 @@ def check_momentum(answer: Any, runs: dict[str, dict]) -> None:
     if (a["optimizer"], b["optimizer"], a["H"], b["method"]) != ("momentum", "momentum", 1, "ddp"):
         raise ValueError("runs needs 'momentum H=1' (local, H=1) and 'momentum DDP' runs with optimizer='momentum'")
     same = (torch.tensor(a["params"]) - torch.tensor(b["params"])).abs().max().item() < 1e-5
-    check(isinstance(answer, bool) and answer == same,
-          f"momentum SGD at H=1 {'equals' if same else 'differs from'} DDP (measured)",
-          hint="is the momentum update linear in the gradient? then the mean of the ranks' updates "
-               "is the update of the mean gradient")
+    check(
+        isinstance(answer, bool) and answer == same,
+        f"momentum SGD at H=1 {'equals' if same else 'differs from'} DDP (measured)",
+        hint="is the momentum update linear in the gradient? then the mean of the ranks' updates "
+        "is the update of the mean gradient",
+    )
 
 
 def check_averagings(answer: Any, result: dict) -> None:
@@ -470,20 +562,27 @@ def check_averagings(answer: Any, result: dict) -> None:
 
     avgs = result["averagings"]
     truth = (len(avgs), sum(not a["on_update_boundary"] for a in avgs))
-    check(isinstance(answer, tuple) and tuple(answer) == truth,
-          f"{truth[0]} averagings (one at exit), {truth[1]} inside an accumulation window",
-          hint="step() counts calls; one call per micro-batch; an averaging every local_sgd_steps "
-               "calls, plus one at exit; it lands mid-window unless the call count is a multiple of "
-               "the accumulation steps")
+    check(
+        isinstance(answer, tuple) and tuple(answer) == truth,
+        f"{truth[0]} averagings (one at exit), {truth[1]} inside an accumulation window",
+        hint="step() counts calls; one call per micro-batch; an averaging every local_sgd_steps "
+        "calls, plus one at exit; it lands mid-window unless the call count is a multiple of "
+        "the accumulation steps",
+    )
 
 
-def check_floor(answer: Any, runs: dict[str, dict], link: Any, world_size: int, step_seconds: float,
-                Hs: Sequence[int]) -> None:
+def check_floor(
+    answer: Any, runs: dict[str, dict], link: Any, world_size: int, step_seconds: float, Hs: Sequence[int]
+) -> None:
     """Exercise: the smallest H whose simulated run time is within 10% of the compute floor."""
     from lab_utils.checks import check
 
     floor = step_seconds * next(iter(runs.values()))["steps"]
-    truth = next((h for h in Hs if simulated_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1]
-                  <= 1.1 * floor), None)
-    check(answer == truth, f"on {link.name}, your H is the smallest within 10% of the compute floor",
-          hint="total time = steps x compute per step + the simulated time of the counted collectives")
+    truth = next(
+        (h for h in Hs if simulated_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] <= 1.1 * floor), None
+    )
+    check(
+        answer == truth,
+        f"on {link.name}, your H is the smallest within 10% of the compute floor",
+        hint="total time = steps x compute per step + the simulated time of the counted collectives",
+    )

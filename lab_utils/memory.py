@@ -22,6 +22,7 @@ outputs of the ops it saves in its own storage, which no hook sees: the policies
 
 Use one forward per meter: once backward frees the saved tensors their addresses can be reused.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -34,10 +35,20 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-__all__ = ["SavedRecord", "SavedTensorMeter", "CudaPeak", "cuda_peak", "cpu_peak", "MemoryReport", "measure_step",
-           "note_saved", "storage_key", "fmt_bytes"]
+__all__ = [
+    "SavedRecord",
+    "SavedTensorMeter",
+    "CudaPeak",
+    "cuda_peak",
+    "cpu_peak",
+    "MemoryReport",
+    "measure_step",
+    "note_saved",
+    "storage_key",
+    "fmt_bytes",
+]
 
-_ACTIVE: list["SavedTensorMeter"] = []   # meters currently entered, innermost last
+_ACTIVE: list[SavedTensorMeter] = []  # meters currently entered, innermost last
 
 
 def storage_key(t: torch.Tensor) -> tuple[int, str]:
@@ -59,12 +70,13 @@ def fmt_bytes(n: float | None) -> str:
 @dataclass(frozen=True)
 class SavedRecord:
     """One tensor saved for backward. ``nbytes`` is 0 when its storage was already counted."""
+
     module: str
     shape: tuple[int, ...]
     dtype: torch.dtype
     nbytes: int
-    source: str = "autograd"   # "autograd" (a saved-tensor hook) or what called note_saved
-    storage: tuple[int, str] = (0, "")   # storage_key(tensor): match records to your own tensors
+    source: str = "autograd"  # "autograd" (a saved-tensor hook) or what called note_saved
+    storage: tuple[int, str] = (0, "")  # storage_key(tensor): match records to your own tensors
 
 
 class SavedTensorMeter:
@@ -75,8 +87,9 @@ class SavedTensorMeter:
     batch) whose storage should not count either.
     """
 
-    def __init__(self, model: nn.Module | None = None, *, exclude: Iterable[torch.Tensor] = (),
-                 exclude_params: bool = True):
+    def __init__(
+        self, model: nn.Module | None = None, *, exclude: Iterable[torch.Tensor] = (), exclude_params: bool = True
+    ):
         self.model = model
         self._excluded: set[tuple[int, str]] = {storage_key(t) for t in exclude}
         if model is not None and exclude_params:
@@ -128,7 +141,7 @@ class SavedTensorMeter:
         self.add(t)
         return t
 
-    def __enter__(self) -> "SavedTensorMeter":
+    def __enter__(self) -> SavedTensorMeter:
         self._register()
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
         self._hooks.__enter__()
@@ -149,8 +162,9 @@ class SavedTensorMeter:
 
     def summary(self, top: int = 10) -> str:
         """A short text table: total, then the modules keeping the most bytes."""
-        lines = [f"saved for backward: {fmt_bytes(self.total_bytes)} in "
-                 f"{sum(r.nbytes > 0 for r in self.records)} storages"]
+        lines = [
+            f"saved for backward: {fmt_bytes(self.total_bytes)} in {sum(r.nbytes > 0 for r in self.records)} storages"
+        ]
         for mod, b in sorted(self.by_module.items(), key=lambda kv: -kv[1])[:top]:
             lines.append(f"  {mod or '(outside modules)':<32} {fmt_bytes(b)}")
         return "\n".join(lines)
@@ -175,7 +189,7 @@ class CudaPeak:
         self.device = device
         self.bytes: int | None = None
 
-    def __enter__(self) -> "CudaPeak":
+    def __enter__(self) -> CudaPeak:
         if torch.cuda.is_available():
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -227,8 +241,14 @@ def cpu_peak(fn: Callable[[], object]) -> int:
     with _quiet_native_output():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-                     and e.device_type() == torch.autograd.DeviceType.CPU), key=lambda e: e.start_ns())
+    events = sorted(
+        (
+            e
+            for e in prof.profiler.kineto_results.events()
+            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+        ),
+        key=lambda e: e.start_ns(),
+    )
     live = peak = 0
     for e in events:
         live += e.nbytes()
@@ -239,6 +259,7 @@ def cpu_peak(fn: Callable[[], object]) -> int:
 @dataclass
 class MemoryReport:
     """What one training step kept: saved bytes (any device), per module, CUDA peak (or None)."""
+
     saved_bytes: int
     by_module: dict[str, int]
     records: list[SavedRecord] = field(repr=False)
@@ -246,9 +267,14 @@ class MemoryReport:
     peak_cpu_bytes: int | None = None
 
 
-def measure_step(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *,
-                 exclude: Iterable[torch.Tensor] = (), backward: bool = True,
-                 profile_cpu: bool = False) -> MemoryReport:
+def measure_step(
+    model: nn.Module,
+    loss_fn: Callable[[], torch.Tensor],
+    *,
+    exclude: Iterable[torch.Tensor] = (),
+    backward: bool = True,
+    profile_cpu: bool = False,
+) -> MemoryReport:
     """One step: ``loss = loss_fn()`` under a SavedTensorMeter, then ``loss.backward()``, all
     under a CudaPeak (and, with ``profile_cpu``, a ``cpu_peak``). Gradients accumulate into the
     model as in any step (zero them yourself, to None, so both runs allocate them alike)."""

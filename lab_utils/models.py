@@ -1,18 +1,27 @@
 """Tiny, deterministic models built from code or configs: nothing is downloaded.
 
-    from lab_utils import models
-    mlp = models.mlp(width=256, depth=8, seed=0)            # nn.Sequential of Linear+GELU blocks
-    chain = models.transformer_chain(n_blocks=6, d_model=64)  # nn.Sequential of pre-LN blocks
-    lm = models.tiny_gpt2(n_layer=2, n_embd=64)              # transformers GPT2LMHeadModel
-    clf = models.tiny_classifier(num_labels=2)              # transformers GPT2ForSequenceClassification
+from lab_utils import models
+mlp = models.mlp(width=256, depth=8, seed=0)            # nn.Sequential of Linear+GELU blocks
+chain = models.transformer_chain(n_blocks=6, d_model=64)  # nn.Sequential of pre-LN blocks
+lm = models.tiny_gpt2(n_layer=2, n_embd=64)              # transformers GPT2LMHeadModel
+clf = models.tiny_classifier(num_labels=2)              # transformers GPT2ForSequenceClassification
 """
+
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-__all__ = ["seed_everything", "mlp", "MLPBlock", "TransformerBlock", "transformer_chain",
-           "tiny_gpt2", "tiny_classifier", "count_parameters"]
+__all__ = [
+    "seed_everything",
+    "mlp",
+    "MLPBlock",
+    "TransformerBlock",
+    "transformer_chain",
+    "tiny_gpt2",
+    "tiny_classifier",
+    "count_parameters",
+]
 
 
 def seed_everything(seed: int) -> None:
@@ -38,8 +47,15 @@ class MLPBlock(nn.Module):
         return self.act(self.linear(x))
 
 
-def mlp(width: int = 256, depth: int = 8, *, in_dim: int | None = None, out_dim: int | None = None,
-        seed: int = 0, dtype: torch.dtype = torch.float32) -> nn.Sequential:
+def mlp(
+    width: int = 256,
+    depth: int = 8,
+    *,
+    in_dim: int | None = None,
+    out_dim: int | None = None,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> nn.Sequential:
     """An ``nn.Sequential`` of ``depth`` MLPBlocks, with optional input/output projections."""
     if width < 1 or depth < 1:
         raise ValueError(f"mlp(width={width}, depth={depth}): both must be >= 1")
@@ -83,8 +99,9 @@ class TransformerBlock(nn.Module):
         return x + self.fc_out(self.act(self.fc(self.ln2(x))))
 
 
-def transformer_chain(n_blocks: int = 4, d_model: int = 64, n_heads: int = 4, *, seed: int = 0,
-                      dtype: torch.dtype = torch.float32) -> nn.Sequential:
+def transformer_chain(
+    n_blocks: int = 4, d_model: int = 64, n_heads: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> nn.Sequential:
     """``n_blocks`` TransformerBlocks in an ``nn.Sequential`` (input and output: [batch, seq, d_model])."""
     if n_blocks < 1:
         raise ValueError(f"transformer_chain(n_blocks={n_blocks}): must be >= 1")
@@ -102,12 +119,22 @@ def _gpt2_config(vocab_size: int, n_positions: int, n_embd: int, n_layer: int, n
     # The labs train these models and never sample from them: no key/value cache, which
     # checkpointing would switch off anyway (with a note on every call).
     extra.setdefault("use_cache", False)
-    return GPT2Config(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer,
-                      n_head=n_head, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **extra)
+    return GPT2Config(
+        vocab_size=vocab_size,
+        n_positions=n_positions,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        **extra,
+    )
 
 
-def tiny_gpt2(n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *, vocab_size: int = 128,
-              n_positions: int = 128, seed: int = 0):
+def tiny_gpt2(
+    n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *, vocab_size: int = 128, n_positions: int = 128, seed: int = 0
+):
     """A GPT-2 causal LM built from a config (random weights, dropout off, no download)."""
     from transformers import GPT2LMHeadModel
 
@@ -118,14 +145,24 @@ def tiny_gpt2(n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *, vocab_size
     return model
 
 
-def tiny_classifier(num_labels: int = 2, n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *,
-                    vocab_size: int = 128, n_positions: int = 128, pad_token_id: int = 0, seed: int = 0):
+def tiny_classifier(
+    num_labels: int = 2,
+    n_layer: int = 2,
+    n_embd: int = 64,
+    n_head: int = 4,
+    *,
+    vocab_size: int = 128,
+    n_positions: int = 128,
+    pad_token_id: int = 0,
+    seed: int = 0,
+):
     """A GPT-2 sequence classifier built from a config; ``pad_token_id`` lets it find the last token."""
     from transformers import GPT2ForSequenceClassification
 
     torch.manual_seed(seed)
-    cfg = _gpt2_config(vocab_size, n_positions, n_embd, n_layer, n_head, num_labels=num_labels,
-                       pad_token_id=pad_token_id)
+    cfg = _gpt2_config(
+        vocab_size, n_positions, n_embd, n_layer, n_head, num_labels=num_labels, pad_token_id=pad_token_id
+    )
     return GPT2ForSequenceClassification(cfg)
 
 

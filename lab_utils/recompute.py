@@ -14,6 +14,7 @@ non-reentrant checkpointing rebuilds what it dropped. FLOPs come from
 selective policy that recomputes only pointwise ops therefore adds no counted FLOPs, yet it still
 costs time (memory traffic), which is why the labs measure both.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -45,9 +46,10 @@ class CallCounter:
     def _hook(self, name: str):
         def pre(mod, args):
             (self.recomputed if in_backward() else self.forward)[name] += 1
+
         return pre
 
-    def __enter__(self) -> "CallCounter":
+    def __enter__(self) -> CallCounter:
         for name, mod in self.model.named_modules():
             if name:
                 self._handles.append(mod.register_forward_pre_hook(self._hook(name)))
@@ -77,8 +79,9 @@ def count_flops(fn: Callable[[], object]) -> int:
 @dataclass
 class RecomputeReport:
     """FLOPs of one step split by phase, plus the forward calls of each module."""
+
     forward_flops: int
-    backward_flops: int          # includes any recomputed forward work
+    backward_flops: int  # includes any recomputed forward work
     calls: CallCounter
 
     @property
@@ -90,8 +93,7 @@ class RecomputeReport:
         return sum(self.calls.recomputed[n] for n in self.calls.recomputed_modules())
 
 
-def measure_recompute(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *,
-                      meter=None) -> RecomputeReport:
+def measure_recompute(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *, meter=None) -> RecomputeReport:
     """Run ``loss_fn()`` then ``.backward()`` counting FLOPs of each phase and module calls;
     with ``meter`` (a SavedTensorMeter) the forward also runs inside it, so one run gives all.
 
@@ -101,7 +103,7 @@ def measure_recompute(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *,
     import contextlib
 
     with CallCounter(model) as calls:
-        with FlopCounterMode(display=False) as fc, (meter if meter is not None else contextlib.nullcontext()):
+        with FlopCounterMode(display=False) as fc, meter if meter is not None else contextlib.nullcontext():
             loss = loss_fn()
         fwd = int(fc.get_total_flops())
         with FlopCounterMode(display=False) as fc:

@@ -14,6 +14,7 @@ environment, calls the function, and prints rank 0's return value as JSON.
 Options: ``--kwargs JSON`` (keyword arguments), ``--backend auto|gloo|nccl``, ``--out FILE``
 (rank 0 writes its JSON result there as well).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,9 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="rank 0 also writes its JSON result to this file")
     a = ap.parse_args(argv)
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        raise SystemExit("lab_utils.run: RANK/WORLD_SIZE are not set. Start it with torchrun, e.g. "
-                         "torchrun --standalone --nproc_per_node=2 -m lab_utils.run mod:fn "
-                         "(or call lab_utils.launch(fn) from Python).")
+        raise SystemExit(
+            "lab_utils.run: RANK/WORLD_SIZE are not set. Start it with torchrun, e.g. "
+            "torchrun --standalone --nproc_per_node=2 -m lab_utils.run mod:fn "
+            "(or call lab_utils.launch(fn) from Python)."
+        )
     try:
         kwargs = json.loads(a.kwargs)
     except json.JSONDecodeError as e:

@@ -17,6 +17,7 @@ A ring moves each byte about twice whatever p is, so bandwidth dominates big mes
 latency dominates many small ones: exactly the trade-off between bucketing, ``no_sync`` and
 local SGD that the labs measure.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,20 +44,23 @@ class Link:
             raise ValueError(f"Link {self.name!r}: bandwidth_Bps={self.bandwidth_Bps} must be > 0")
 
     @classmethod
-    def from_gbit(cls, name: str, gbit_per_s: float, latency_us: float) -> "Link":
+    def from_gbit(cls, name: str, gbit_per_s: float, latency_us: float) -> Link:
         """Build from the units links are sold in: Gbit/s and microseconds."""
         return cls(name, latency_us * 1e-6, gbit_per_s * 1e9 / 8)
 
 
 # Order-of-magnitude presets, from a GPU server's fabric to a link between two sites.
-LINKS: dict[str, Link] = {link.name: link for link in (
-    Link.from_gbit("NVLink", 3600, 2),          # H100 NVLink 4: ~450 GB/s per GPU
-    Link.from_gbit("InfiniBand", 400, 3),       # NDR 400 Gb/s
-    Link.from_gbit("100GbE", 100, 10),
-    Link.from_gbit("10GbE", 10, 30),
-    Link.from_gbit("1GbE", 1, 100),
-    Link.from_gbit("WAN", 0.1, 20_000),         # 100 Mb/s across sites, 20 ms
-)}
+LINKS: dict[str, Link] = {
+    link.name: link
+    for link in (
+        Link.from_gbit("NVLink", 3600, 2),  # H100 NVLink 4: ~450 GB/s per GPU
+        Link.from_gbit("InfiniBand", 400, 3),  # NDR 400 Gb/s
+        Link.from_gbit("100GbE", 100, 10),
+        Link.from_gbit("10GbE", 10, 30),
+        Link.from_gbit("1GbE", 1, 100),
+        Link.from_gbit("WAN", 0.1, 20_000),  # 100 Mb/s across sites, 20 ms
+    )
+}
 
 
 def allreduce_seconds(nbytes: float, world_size: int, link: Link, algorithm: str = "ring") -> float:
@@ -101,8 +105,7 @@ def simulate(events: Iterable, link: Link, world_size: int) -> list[float]:
     with ``op``, ``nbytes``, ``step``), assuming collectives run one after another."""
     per_step: dict[int, float] = {}
     for e in events:
-        op, nbytes, step = ((e["op"], e["nbytes"], e["step"]) if isinstance(e, dict)
-                            else (e.op, e.nbytes, e.step))
+        op, nbytes, step = (e["op"], e["nbytes"], e["step"]) if isinstance(e, dict) else (e.op, e.nbytes, e.step)
         per_step[step] = per_step.get(step, 0.0) + collective_seconds(op, nbytes, world_size, link)
     n = max(per_step, default=-1) + 1
     return [per_step.get(s, 0.0) for s in range(n)]

@@ -1,11 +1,12 @@
 """Wall-clock timing and throughput, with the warm-up that honest numbers need.
 
-    from lab_utils.timing import Timer, time_fn, progress
-    with Timer() as t:
-        train_step()
-    print(t.seconds)
-    stats = time_fn(train_step, warmup=1, repeat=5)   # median seconds, min, all samples
+from lab_utils.timing import Timer, time_fn, progress
+with Timer() as t:
+    train_step()
+print(t.seconds)
+stats = time_fn(train_step, warmup=1, repeat=5)   # median seconds, min, all samples
 """
+
 from __future__ import annotations
 
 import statistics
@@ -30,7 +31,7 @@ class Timer:
     def __init__(self) -> None:
         self.seconds = float("nan")
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         synchronize()
         self._t0 = time.perf_counter()
         return self

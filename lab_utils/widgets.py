@@ -10,6 +10,7 @@ Why not ``go.FigureWidget``: with plotly 6+ it needs the ``anywidget`` package. 
 over captured output. Setting ``out.outputs`` to plotly's own mime bundle works in JupyterLab
 and in those runners alike, and replaces the previous figure instead of adding one below it.
 """
+
 from __future__ import annotations
 
 import json

@@ -19,6 +19,7 @@ experiments with lab_utils and call the labs' own plot functions; they are embed
 and drawn in the browser, so they keep hover, legends and sliders. Nothing is loaded from the
 network: reveal.js is vendored by fetch_assets.sh, plotly.js is copied from the pip package here.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,7 @@ SEPARATOR = re.compile(r"^---[ \t]*$", re.M)
 FIGURE = re.compile(r"^\{\{\s*figure:\s*([\w.]+)((?:\s+\w+=[\w.%-]+)*)\s*\}\}[ \t]*$", re.M)
 SLIDE_ATTRS = re.compile(r"^<!--\s*\.slide:(.*?)-->\s*\n?", re.S)
 NOTE = re.compile(r"^Note:[ \t]*", re.M)
-FIGURE_FONT = 18          # px: readable from the back of a room
+FIGURE_FONT = 18  # px: readable from the back of a room
 
 _markdown = mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])
 
@@ -58,7 +59,7 @@ class Deck:
     name: str
     title: str
     lab: str | None
-    slides: list[str]                       # Markdown of each slide (notes included)
+    slides: list[str]  # Markdown of each slide (notes included)
     meta: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -96,27 +97,36 @@ def discover(names: list[str] | None = None) -> list[Deck]:
             raise SystemExit(f"no deck named {missing}; decks: {sorted(known)}")
         paths = [known[n] for n in names]
     decks = [parse(p) for p in paths]
-    return sorted(decks, key=lambda d: (d.lab is not None, d.name))   # decks of no lab (overview) first
+    return sorted(decks, key=lambda d: (d.lab is not None, d.name))  # decks of no lab (overview) first
 
 
 def figure_html(name: str, options: str, fig_id: str) -> tuple[str, str]:
     """A placeholder div (drawn by deck.js when its slide is shown) and the figure's JSON."""
     opts = dict(o.split("=", 1) for o in options.split())
     fig, _ = figures.get(name)
-    fig = type(fig)(fig)                         # a copy: the cached figure may be shown again
+    fig = type(fig)(fig)  # a copy: the cached figure may be shown again
     fig.update_layout(width=None, height=None, autosize=True)
     size = (fig.layout.font.size or 12) if fig.layout.font else 12
     fig.update_layout(font_size=max(size, FIGURE_FONT))
-    if fig.layout.title and fig.layout.title.text:       # room for the title above a top legend
+    if fig.layout.title and fig.layout.title.text:  # room for the title above a top legend
         fig.update_layout(title_y=0.98, title_yanchor="top", margin_t=max(fig.layout.margin.t or 0, 100))
     spec = json.loads(pio.to_json(fig, validate=False))
-    payload = json.dumps({"data": spec.get("data", []), "layout": spec.get("layout", {}),
-                          "frames": spec.get("frames", []), "name": name}, separators=(",", ":"))
-    payload = payload.replace("</", "<\\/")      # never close the <script> early
+    payload = json.dumps(
+        {
+            "data": spec.get("data", []),
+            "layout": spec.get("layout", {}),
+            "frames": spec.get("frames", []),
+            "name": name,
+        },
+        separators=(",", ":"),
+    )
+    payload = payload.replace("</", "<\\/")  # never close the <script> early
     height = opts.get("height", "520")
     style = f"height:{height}px" if height.isdigit() else f"height:{height}"
-    div = (f'<div class="plotly-slot" id="{fig_id}-div" data-fig="{fig_id}" data-name="{html.escape(name)}" '
-           f'style="{style}"></div>')
+    div = (
+        f'<div class="plotly-slot" id="{fig_id}-div" data-fig="{fig_id}" data-name="{html.escape(name)}" '
+        f'style="{style}"></div>'
+    )
     return div, f'<script type="application/json" id="{fig_id}">{payload}</script>'
 
 
@@ -124,7 +134,7 @@ def render_slide(source: str, deck: Deck, index: int, scripts: list[str]) -> str
     attrs = ""
     m = SLIDE_ATTRS.match(source)
     if m:
-        attrs, source = " " + m.group(1).strip(), source[m.end():]
+        attrs, source = " " + m.group(1).strip(), source[m.end() :]
     body, notes = NOTE.split(source, maxsplit=1) if NOTE.search(source) else (source, "")
 
     def replace(match: re.Match) -> str:
@@ -143,18 +153,25 @@ def render_slide(source: str, deck: Deck, index: int, scripts: list[str]) -> str
 def render(deck: Deck) -> str:
     scripts: list[str] = []
     sections = "\n".join(render_slide(s, deck, i, scripts) for i, s in enumerate(deck.slides))
-    lab = (f'<div class="deck-footer">{html.escape(deck.title)} · lab <code>{html.escape(deck.lab)}</code></div>'
-           if deck.lab else f'<div class="deck-footer">{html.escape(deck.title)}</div>')
-    return TEMPLATE.format(title=html.escape(deck.title), sections=sections, figures="\n".join(scripts),
-                           footer=lab, deck=html.escape(deck.name))
+    lab = (
+        f'<div class="deck-footer">{html.escape(deck.title)} · lab <code>{html.escape(deck.lab)}</code></div>'
+        if deck.lab
+        else f'<div class="deck-footer">{html.escape(deck.title)}</div>'
+    )
+    return TEMPLATE.format(
+        title=html.escape(deck.title),
+        sections=sections,
+        figures="\n".join(scripts),
+        footer=lab,
+        deck=html.escape(deck.name),
+    )
 
 
 def write_assets(out: Path) -> None:
     """reveal.js must have been vendored by fetch_assets.sh; plotly.js comes from the pip package."""
     assets = out / "assets"
     if not (assets / "reveal" / "dist" / "reveal.js").exists():
-        subprocess.run(["bash", str(HERE / "fetch_assets.sh")], check=True,
-                       env=dict(os.environ, SLIDES_BUILD=str(out)))
+        subprocess.run(["bash", str(HERE / "fetch_assets.sh")], check=True, env=dict(os.environ, SLIDES_BUILD=str(out)))
     plotly_js = assets / "plotly.min.js"
     stamp = assets / "plotly.version"
     if not plotly_js.exists() or not stamp.exists() or stamp.read_text() != plotly.__version__:
@@ -167,9 +184,11 @@ def write_assets(out: Path) -> None:
 def write_index(out: Path, built: list[dict]) -> None:
     rows = "\n".join(
         f'<li><a href="{d["file"]}">{html.escape(d["title"])}</a> '
-        f'<span>{d["slides"]} slides, {d["figures"]} live figures'
-        + (f' · lab <code>{html.escape(d["lab"])}</code>' if d["lab"] else "") + "</span></li>"
-        for d in built)
+        f"<span>{d['slides']} slides, {d['figures']} live figures"
+        + (f" · lab <code>{html.escape(d['lab'])}</code>" if d["lab"] else "")
+        + "</span></li>"
+        for d in built
+    )
     (out / "index.html").write_text(INDEX.format(rows=rows), encoding="utf-8")
     (out / "decks.json").write_text(json.dumps(built, indent=2), encoding="utf-8")
 
@@ -191,20 +210,27 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         try:
             page = render(deck)
-        except Exception as err:                 # build the other decks, fail at the end
+        except Exception as err:  # build the other decks, fail at the end
             failed.append(deck.name)
             print(f"slides: deck {deck.name} FAILED: {type(err).__name__}: {err}", file=sys.stderr)
             continue
         (args.out / f"{deck.name}.html").write_text(page, encoding="utf-8")
         seconds = time.perf_counter() - start
-        built.append({"name": deck.name, "file": f"{deck.name}.html", "title": deck.title, "lab": deck.lab,
-                      "slides": len(deck.slides), "figures": len(deck.figure_names),
-                      "figure_names": deck.figure_names,
-                      "figure_seconds": {n: round(figures.get(n)[1], 2) for n in deck.figure_names},
-                      "seconds": round(seconds, 2)})
-        print(f"slides: {deck.name}.html  {len(deck.slides)} slides, {len(deck.figure_names)} figures, "
-              f"{seconds:.1f} s")
-    if args.decks:                               # a partial build keeps the other decks' entries
+        built.append(
+            {
+                "name": deck.name,
+                "file": f"{deck.name}.html",
+                "title": deck.title,
+                "lab": deck.lab,
+                "slides": len(deck.slides),
+                "figures": len(deck.figure_names),
+                "figure_names": deck.figure_names,
+                "figure_seconds": {n: round(figures.get(n)[1], 2) for n in deck.figure_names},
+                "seconds": round(seconds, 2),
+            }
+        )
+        print(f"slides: {deck.name}.html  {len(deck.slides)} slides, {len(deck.figure_names)} figures, {seconds:.1f} s")
+    if args.decks:  # a partial build keeps the other decks' entries
         manifest = args.out / "decks.json"
         old = {d["name"]: d for d in json.loads(manifest.read_text())} if manifest.exists() else {}
         old.update({d["name"]: d for d in built})
@@ -212,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         built = [old[n] for n in order if n in old and (args.out / old[n]["file"]).exists()]
     else:
         for stale in set(args.out.glob("*.html")) - {args.out / d["file"] for d in built} - {args.out / "index.html"}:
-            stale.unlink()                       # a deck whose source was removed
+            stale.unlink()  # a deck whose source was removed
     write_index(args.out, built)
     print(f"slides: open {args.out / 'index.html'} (works offline, from the file system)")
     if failed:

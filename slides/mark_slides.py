@@ -7,6 +7,7 @@ a markdown cell opening with a '#'/'##' heading starts a slide, every other cell
 Only ``metadata.slideshow`` changes: sources, outputs and execution counts stay as they are, so
 the notebooks' stored outputs (and nbval) are untouched. A slide_type set by hand is kept.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -6,6 +6,7 @@
 reveal.js lays every slide out for printing when a deck is opened with ?print-pdf; the figures
 are drawn first (deck.js draws all of them in print view), then Chromium prints one slide a page.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,9 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(CHROMIUM).exists():
         sys.exit(f"{CHROMIUM} not found: run `bash slides/install_browser.sh` as root, or set CHROMIUM=")
     pages = [args.out / f"{n}.html" for n in args.decks] or sorted(
-        p for p in args.out.glob("*.html") if p.name != "index.html")
+        p for p in args.out.glob("*.html") if p.name != "index.html"
+    )
     (args.out / "pdf").mkdir(exist_ok=True)
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         page = browser.new_page()

@@ -1,4 +1,5 @@
 """Shared fixtures: the process-table check that no rank outlives its test."""
+
 from __future__ import annotations
 
 import os
@@ -57,8 +58,9 @@ def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def torchrun_two_agents(function: str, tmp_path, *, kwargs: str | None = None, rdzv_id: str = "labtest",
-                        timeout: float = 240) -> dict:
+def torchrun_two_agents(
+    function: str, tmp_path, *, kwargs: str | None = None, rdzv_id: str = "labtest", timeout: float = 240
+) -> dict:
     """Run ``function`` under two torchrun agents (--nnodes=2, one process each) on localhost,
     standing in for two machines; return the JSON that global rank 0 wrote (it alone writes)."""
     import json
@@ -68,12 +70,32 @@ def torchrun_two_agents(function: str, tmp_path, *, kwargs: str | None = None, r
     from lab_utils.launch import free_port
 
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    common = ["--nnodes=2", "--nproc_per_node=1", "--rdzv_backend=c10d",
-              f"--rdzv_endpoint=127.0.0.1:{free_port()}", f"--rdzv_id={rdzv_id}", "-m", "lab_utils.run",
-              function] + (["--kwargs", kwargs] if kwargs else []) + ["--out"]
-    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--node_rank={n}"] + common
-                               + [str(tmp_path / f"n{n}.json")], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=env) for n in (0, 1)]
+    common = (
+        [
+            "--nnodes=2",
+            "--nproc_per_node=1",
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{free_port()}",
+            f"--rdzv_id={rdzv_id}",
+            "-m",
+            "lab_utils.run",
+            function,
+        ]
+        + (["--kwargs", kwargs] if kwargs else [])
+        + ["--out"]
+    )
+    agents = [
+        subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", f"--node_rank={n}"]
+            + common
+            + [str(tmp_path / f"n{n}.json")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for n in (0, 1)
+    ]
     try:
         outs = [a.communicate(timeout=timeout) for a in agents]
     finally:

@@ -1,4 +1,5 @@
 """Gradient accumulation: each loop is compared with one large batch, computed independently."""
+
 import copy
 
 import pytest
@@ -6,9 +7,20 @@ import torch
 from torch import nn
 
 from lab_utils import data, models
-from lab_utils.accumulation import (GradientAggregationOptimizer, concat_batches, count_items, count_tokens,
-                                    cross_entropy_sum, lm_token_loss_sum, mse_sum, num_updates,
-                                    train_accumulated, train_large_batch, window_sizes, windows)
+from lab_utils.accumulation import (
+    GradientAggregationOptimizer,
+    concat_batches,
+    count_items,
+    count_tokens,
+    cross_entropy_sum,
+    lm_token_loss_sum,
+    mse_sum,
+    num_updates,
+    train_accumulated,
+    train_large_batch,
+    window_sizes,
+    windows,
+)
 from lab_utils.checks import param_max_diff
 
 F64 = torch.float64
@@ -63,8 +75,9 @@ def test_concat_batches_tuple_and_dict():
 
 
 # ----------------------------------------------------------------------------- the plain loop
-@pytest.mark.parametrize("opt_cls,kw", [(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}),
-                                        (torch.optim.AdamW, {"lr": 1e-2})])
+@pytest.mark.parametrize(
+    "opt_cls,kw", [(torch.optim.SGD, {"lr": 0.1, "momentum": 0.9}), (torch.optim.AdamW, {"lr": 1e-2})]
+)
 def test_plain_loop_equals_large_batch_float64(opt_cls, kw):
     model, micro = regression_setup()
     (a, oa), (b, ob) = pair(model, opt_cls, **kw)
@@ -104,7 +117,10 @@ def lm_setup(equal_lengths=False, n_micro=4):
 def test_mean_of_means_is_wrong_for_padded_tokens_and_window_count_fixes_it():
     model, micro = lm_setup()
     assert len({count_tokens(mb) for mb in micro}) > 1  # the micro-batches hold different counts
-    (a, oa), (b, ob), = pair(model, lr=0.5)
+    (
+        (a, oa),
+        (b, ob),
+    ) = pair(model, lr=0.5)
     (c, oc), _ = pair(model, lr=0.5)
     train_accumulated(a, oa, micro, 4, lm_token_loss_sum, items=count_tokens, normalize="mean-of-means")
     train_accumulated(c, oc, micro, 4, lm_token_loss_sum, items=count_tokens, normalize="window")
@@ -185,8 +201,15 @@ def test_scheduler_per_update_matches_and_per_micro_batch_decays_k_times_faster(
     (c, oc), _ = pair(model, lr=0.1)
     ha = train_accumulated(a, oa, micro, k, mse_sum, scheduler=torch.optim.lr_scheduler.ExponentialLR(oa, gamma))
     hb = train_large_batch(b, ob, micro, k, mse_sum, scheduler=torch.optim.lr_scheduler.ExponentialLR(ob, gamma))
-    hc = train_accumulated(c, oc, micro, k, mse_sum, scheduler=torch.optim.lr_scheduler.ExponentialLR(oc, gamma),
-                           scheduler_per="micro-batch")
+    hc = train_accumulated(
+        c,
+        oc,
+        micro,
+        k,
+        mse_sum,
+        scheduler=torch.optim.lr_scheduler.ExponentialLR(oc, gamma),
+        scheduler_per="micro-batch",
+    )
     assert ha.lrs == pytest.approx([0.1 * gamma**j for j in range(4)])
     assert hb.lrs == pytest.approx(ha.lrs)
     assert hc.lrs == pytest.approx([0.1 * gamma ** (k * j + k) for j in range(4)])
@@ -199,7 +222,7 @@ def test_explicit_buffers_equal_autograd_grad_accumulation():
     model, micro = regression_setup(n_micro=k)
     a, b = copy.deepcopy(model), copy.deepcopy(model)
     agg = GradientAggregationOptimizer(torch.optim.SGD(a.parameters(), lr=0.1), k)
-    for mb in micro[:k - 1]:  # all but the last: the buffers hold the running sum / k
+    for mb in micro[: k - 1]:  # all but the last: the buffers hold the running sum / k
         grads = agg.compute_gradients(mse_sum(a, mb) / count_items(mb))
         assert not agg.apply_gradients(grads)
         assert all(p.grad is None for p in a.parameters())  # .grad untouched
@@ -248,11 +271,15 @@ def test_figures_show_the_measured_values():
     fig = gap_figure({"ok": 1e-17, "bug": 0.1, "zero": 0.0})
     assert list(fig.data[0].marker.color) == ["#2a9d8f", "#e76f51", "#2a9d8f"]
     assert fig.data[0].x[2] == 1e-18  # an exact zero drawn at the floor of the log axis
-    rows = [{"seconds": 2.0, "peak_bytes": 8.0}, {"seconds": 3.0, "peak_bytes": 2.0}, {"seconds": 4.0, "peak_bytes": 1.0}]
+    rows = [
+        {"seconds": 2.0, "peak_bytes": 8.0},
+        {"seconds": 3.0, "peak_bytes": 2.0},
+        {"seconds": 4.0, "peak_bytes": 1.0},
+    ]
     fig = seed_table_figure(rows)
     measured_time, measured_mem = fig.data[0].y, fig.data[1].y
     assert list(measured_time) == [1.0, 1.5, 2.0] and list(measured_mem) == [1.0, 0.25, 0.125]
-    assert len(fig.data) == 2   # only numbers measured here
+    assert len(fig.data) == 2  # only numbers measured here
     with pytest.raises(ValueError, match="measured rows"):
         seed_table_figure(rows[:2])
 

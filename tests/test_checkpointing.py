@@ -1,4 +1,5 @@
 """The planner against brute force, the sqrt(N) rule, and runners against plain autograd."""
+
 import itertools
 import math
 import random
@@ -6,9 +7,18 @@ import random
 import pytest
 import torch
 
-from lab_utils.checkpointing import (STRATEGIES, evaluate, min_peak, module_policy, optimal_front,
-                                     plan_for_budget, run_chain, segments_sqrt, selective_policy,
-                                     MATMUL_OPS)
+from lab_utils.checkpointing import (
+    MATMUL_OPS,
+    STRATEGIES,
+    evaluate,
+    min_peak,
+    module_policy,
+    optimal_front,
+    plan_for_budget,
+    run_chain,
+    segments_sqrt,
+    selective_policy,
+)
 from lab_utils.memory import SavedTensorMeter
 from lab_utils.models import mlp, transformer_chain
 
@@ -57,8 +67,10 @@ def test_planner_equals_brute_force_on_random_chains():
             # the front: no brute-force plan beats a front point on both axes
             front = optimal_front(act, inp, cost)
             for p in front:
-                assert not any(evaluate(s, act, inp, cost).peak <= p.peak and
-                               evaluate(s, act, inp, cost).recompute < p.recompute for s in plans)
+                assert not any(
+                    evaluate(s, act, inp, cost).peak <= p.peak and evaluate(s, act, inp, cost).recompute < p.recompute
+                    for s in plans
+                )
 
 
 def test_planner_equals_brute_force_at_ten_blocks():
@@ -68,7 +80,7 @@ def test_planner_equals_brute_force_at_ten_blocks():
     cost = [rng.randint(1, 9) for _ in range(10)]
     plans = [evaluate(s, act, inp, cost) for s in all_plans(10)]
     for budget in (min(p.peak for p in plans), sum(act) * 0.5, sum(act) * 0.8):
-        ref = min((p.recompute for p in plans if p.peak <= budget))
+        ref = min(p.recompute for p in plans if p.peak <= budget)
         assert plan_for_budget(act, inp, cost, budget).recompute == ref
 
 
@@ -117,8 +129,10 @@ def test_every_strategy_gives_the_plain_gradients(kind):
     ref = grads(model, lambda: model(x).pow(2).mean())
     n = len(model)
     plan = plan_for_budget([2.0] * n, [1.0] * n, [1.0] * n, min_peak([2.0] * n, [1.0] * n))
-    runs = {s: (s, None) for s in STRATEGIES} | {"plan": (list(plan.segments), None),
-                                                  "selective mm only": ("selective", selective_policy([torch.ops.aten.mm.default]))}
+    runs = {s: (s, None) for s in STRATEGIES} | {
+        "plan": (list(plan.segments), None),
+        "selective mm only": ("selective", selective_policy([torch.ops.aten.mm.default])),
+    }
     assert MATMUL_OPS
     for name, (segs, pol) in runs.items():
         got = grads(model, lambda: run_chain(model, x, segs, policy=pol, k=2).pow(2).mean())

@@ -1,4 +1,5 @@
 """CommCounter: counts DDP bucket all-reduces and direct collectives, bytes computed by hand."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,11 +25,11 @@ def ddp_counts(k: int, use_no_sync: bool):
             sync = (micro == k - 1) or not use_no_sync
             ctx = ddp.no_sync() if not sync else torch.enable_grad()
             with ctx:
-                ddp(x[micro * 4:(micro + 1) * 4]).sum().backward()
+                ddp(x[micro * 4 : (micro + 1) * 4]).sum().backward()
         counter.mark_step()
     with counter.track():
         for p in model.parameters():
-            dist.all_reduce(p.data)     # parameter averaging, as local SGD does
+            dist.all_reduce(p.data)  # parameter averaging, as local SGD does
         dist.broadcast(torch.zeros(10, dtype=torch.float64), src=0)
     summary = counter.summary()
     everyone = counter.gather()
@@ -39,7 +40,7 @@ def ddp_counts(k: int, use_no_sync: bool):
 def test_no_sync_cuts_bucket_all_reduces_k_fold():
     naive, sync = launch(ddp_counts, 2, args=(4, False)), launch(ddp_counts, 2, args=(4, True))
     s_naive, s_sync = naive[0][0], sync[0][0]
-    param_bytes = (8 * 4 + 4 + 4 * 1 + 1) * 4   # 41 float32 parameters, one bucket
+    param_bytes = (8 * 4 + 4 + 4 * 1 + 1) * 4  # 41 float32 parameters, one bucket
     # Steps 0 and 1 are the two updates; step 2 holds the direct collectives.
     assert [s["collectives"] for s in s_naive["per_step"][:2]] == [4, 4]
     assert [s["collectives"] for s in s_sync["per_step"][:2]] == [1, 1]
@@ -71,8 +72,11 @@ def test_summary_and_simulation_of_recorded_events():
     c.mark_step()
     c._record("all_reduce", 4000, 1000, "float32", "test")
     s = c.summary()
-    assert s["per_step"] == [{"collectives": 1, "bytes": 1000}, {"collectives": 0, "bytes": 0},
-                             {"collectives": 1, "bytes": 4000}]
+    assert s["per_step"] == [
+        {"collectives": 1, "bytes": 1000},
+        {"collectives": 0, "bytes": 0},
+        {"collectives": 1, "bytes": 4000},
+    ]
     link = LINKS["1GbE"]
     secs = simulate(c.events, link, world_size=2)
     assert secs[1] == 0.0

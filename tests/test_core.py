@@ -1,4 +1,5 @@
 """models, data, checks, env, timing and plots: small, but the labs lean on every one."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,7 @@ def test_transformer_block_is_causal():
     x = torch.randn(1, 6, 16)
     y = chain(x)
     x2 = x.clone()
-    x2[:, -1] += 1.0                            # change only the last position
+    x2[:, -1] += 1.0  # change only the last position
     assert torch.allclose(chain(x2)[:, :-1], y[:, :-1], atol=1e-6)
     with pytest.raises(ValueError, match="divisible"):
         models.TransformerBlock(d_model=10, n_heads=3)

@@ -1,6 +1,7 @@
 """lab_utils.ddp: the three accumulation loops on 2 real ranks, DDP's flags around no_sync, bucket
 counts, and the time sweep. Expected counts and bucket sizes are computed by hand from the model's
 shapes; final parameters are compared with a single-process large batch."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,8 @@ import sys
 import pytest
 import torch
 
-from lab_utils import launch
 from lab_utils import ddp as L
+from lab_utils import launch
 from lab_utils.simnet import Link
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -21,24 +22,27 @@ pytestmark = pytest.mark.usefixtures("no_orphans")
 # Linear(8, 64): 2048 + 256 B; 2 x Linear(64, 64): 16384 + 256 B each; Linear(64, 1): 256 + 4 B.
 SMALL = {"dim": 8, "width": 64, "depth": 2, "micro_batch": 4}
 PARAM_BYTES = (8 * 64 + 64 + 2 * (64 * 64 + 64) + 64 + 1) * 4
-CAP = 16384 / 2**20          # one block's weight: every weight closes a bucket
-BY_HAND = [4 + 256 + 256 + 16384, 256 + 16384, 256 + 2048]   # gradients in reverse order
+CAP = 16384 / 2**20  # one block's weight: every weight closes a bucket
+BY_HAND = [4 + 256 + 256 + 16384, 256 + 16384, 256 + 2048]  # gradients in reverse order
 K = 3
 
 
 def _all(k: int, updates: int) -> dict:
     """Everything the tests look at, in one launch (each launch costs seconds here)."""
-    def custom(ddp, opt, micro):                        # an exercise-style loop: no_sync done right
+
+    def custom(ddp, opt, micro):  # an exercise-style loop: no_sync done right
         opt.zero_grad()
         for i, (x, y) in enumerate(micro):
             with ddp.no_sync() if i < len(micro) - 1 else torch.enable_grad():
                 (torch.nn.functional.mse_loss(ddp(x), y) / len(micro)).backward()
         opt.step()
 
-    return {"modes": L.compare_modes(k, updates=updates, **SMALL),
-            "custom": L.run_mode(custom, k, updates=updates, **SMALL),
-            "inside": L.inside_ddp(caps=(None, 25, CAP), steps=3, **SMALL),
-            "sweep": L.time_sweep(ks=(1, 2, 4), updates=1, bucket_cap_mb=CAP, **SMALL)}
+    return {
+        "modes": L.compare_modes(k, updates=updates, **SMALL),
+        "custom": L.run_mode(custom, k, updates=updates, **SMALL),
+        "inside": L.inside_ddp(caps=(None, 25, CAP), steps=3, **SMALL),
+        "sweep": L.time_sweep(ks=(1, 2, 4), updates=1, bucket_cap_mb=CAP, **SMALL),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +52,7 @@ def runs():
 
 def test_counts_per_update_match_the_loop(runs):
     modes = runs[0]["modes"]["modes"]
-    assert modes["naive"]["collectives_per_update"] == [K, K]          # one bucket, K synced backwards
+    assert modes["naive"]["collectives_per_update"] == [K, K]  # one bucket, K synced backwards
     assert modes["no_sync"]["collectives_per_update"] == [1, 1]
     assert modes["forward_outside"]["collectives_per_update"] == [K, K]  # the mistake still syncs
     assert modes["no_sync"]["bytes_per_update"] == [PARAM_BYTES] * 2
@@ -59,7 +63,7 @@ def test_counts_per_update_match_the_loop(runs):
 def test_all_loops_equal_one_large_batch(runs):
     ref = L.large_batch_reference(k=K, world_size=2, updates=2, **SMALL)
     start = L.flat_params(L.make_model(**{**L.SETUP, **SMALL}))
-    assert (ref - start).abs().max() > 1e-3                              # training moved the weights
+    assert (ref - start).abs().max() > 1e-3  # training moved the weights
     for rank in (0, 1):
         for mode, res in runs[rank]["modes"]["modes"].items():
             assert (res["params"] - ref).abs().max() < 1e-6, (rank, mode)
@@ -73,16 +77,20 @@ def test_reducer_flags_around_no_sync(runs):
     rows = {r["scenario"]: r for r in runs[0]["inside"]["probe"]}
     assert list(rows) == list(L.SCENARIOS)
     n_params = 8
-    synced = {"plain step": True, "forward + backward inside no_sync": False,
-              "forward outside, backward inside": True, "forward inside, backward outside": False,
-              "plain step after it (grads kept)": True}
+    synced = {
+        "plain step": True,
+        "forward + backward inside no_sync": False,
+        "forward outside, backward inside": True,
+        "forward inside, backward outside": False,
+        "plain step after it (grads kept)": True,
+    }
     for name, sync in synced.items():
         r = rows[name]
         # Only the flag at forward time decides: it arms the reducer, and the backward obeys.
         assert r["flag_at_forward"] == r["prepare_for_backward"] == r["forward_param_sync"] == sync, name
         assert r["comm_hook_calls"] == (1 if sync else 0), name
         assert r["grads_equal"] == sync, name
-        assert r["grad_hooks"] == n_params, name                      # autograd hooks fire regardless
+        assert r["grad_hooks"] == n_params, name  # autograd hooks fire regardless
     assert rows["forward outside, backward inside"]["flag_at_backward"] is False
     assert rows["forward inside, backward outside"]["flag_at_backward"] is True
 
@@ -91,8 +99,8 @@ def test_buckets_rebuild_after_first_backward(runs):
     b = runs[0]["inside"]["buckets"]
     assert b["param_bytes"] == [2048, 256, 16384, 256, 16384, 256, 256, 4]
     assert b["per_step"]["25"] == [1, 1, 1]
-    assert b["per_step"]["None"] == [1, 1, 1]                    # 33 KB: under the 1 MiB first bucket
-    assert b["per_step"][str(CAP)] == [1, 3, 3]                  # one bucket until the rebuild
+    assert b["per_step"]["None"] == [1, 1, 1]  # 33 KB: under the 1 MiB first bucket
+    assert b["per_step"][str(CAP)] == [1, 3, 3]  # one bucket until the rebuild
     assert b["bucket_bytes"][str(CAP)][0] == [PARAM_BYTES]
     assert b["bucket_bytes"][str(CAP)][1] == BY_HAND
 
@@ -122,8 +130,9 @@ def test_time_sweep_counts_and_simulation(runs):
 def test_micro_batches_tile_the_large_batch():
     x = torch.arange(2 * 3 * 2 * 4).float()[:, None]
     for u in range(2):
-        got = torch.cat([xb for r in range(2) for xb, _ in
-                         L.micro_batches(x, x, u, k=3, rank=r, world_size=2, micro_batch=4)])
+        got = torch.cat(
+            [xb for r in range(2) for xb, _ in L.micro_batches(x, x, u, k=3, rank=r, world_size=2, micro_batch=4)]
+        )
         assert sorted(got.flatten().tolist()) == list(range(u * 24, (u + 1) * 24))
 
 
@@ -131,8 +140,12 @@ def test_errors_name_the_argument():
     with pytest.raises(TypeError, match="unknown setting.*'widht'"):
         L.large_batch_reference(widht=3)
     with pytest.raises(ValueError, match="mode='sometimes'"):
-        L.accumulation_update(None, torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1),
-                              [(torch.zeros(1), torch.zeros(1))], "sometimes")
+        L.accumulation_update(
+            None,
+            torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1),
+            [(torch.zeros(1), torch.zeros(1))],
+            "sometimes",
+        )
 
 
 def test_figures(runs):
@@ -151,14 +164,31 @@ def test_torchrun_gives_the_launch_result(tmp_path, runs):
     out = tmp_path / "r.json"
     kwargs = {"k": K, "updates": 2, "return_params": False, **SMALL}
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                           "-m", "lab_utils.run", "lab_utils.ddp:compare_modes", "--kwargs", json.dumps(kwargs),
-                           "--out", str(out)], capture_output=True, text=True, timeout=240, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "lab_utils.run",
+            "lab_utils.ddp:compare_modes",
+            "--kwargs",
+            json.dumps(kwargs),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())["modes"]
     for mode, res in runs[0]["modes"]["modes"].items():
         assert got[mode]["collectives_per_update"] == res["collectives_per_update"]
-        assert got[mode]["digest"] == res["digest"], mode                 # bit-identical parameters
+        assert got[mode]["digest"] == res["digest"], mode  # bit-identical parameters
         assert "params" not in got[mode]
 
 
@@ -174,11 +204,11 @@ def test_link_explorer_redraws_from_the_sweep(runs):
         return out.outputs[0]["data"]["application/vnd.plotly.v1+json"]
 
     assert "1GbE" in shown()["layout"]["title"]["text"] and "simulated" in shown()["layout"]["title"]["text"]
-    bw.value = 100.0                                     # a slider move makes the link custom
+    bw.value = 100.0  # a slider move makes the link custom
     assert drop.value == "custom"
     want = L.simulated_update_seconds(sweep, Link.from_gbit("x", 100.0, lat.value))
     assert shown()["data"][0]["y"] == pytest.approx(want["naive"])
     assert shown()["data"][1]["y"] == pytest.approx(want["no_sync"])
-    drop.value = "WAN"                                   # a preset moves the sliders
+    drop.value = "WAN"  # a preset moves the sliders
     assert bw.value == pytest.approx(0.1) and lat.value == pytest.approx(20_000)
     assert "WAN" in shown()["layout"]["title"]["text"]

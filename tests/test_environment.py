@@ -1,10 +1,11 @@
 """The environment as declared: pins that matter, environment.yml in step with pyproject.toml."""
+
 from __future__ import annotations
 
 import pathlib
 import re
-import tomllib
 
+import tomllib
 import yaml
 
 import lab_utils
@@ -23,7 +24,7 @@ def deps() -> dict[str, str]:
 
 def test_torch_and_hf_stack_are_pinned():
     d = deps()
-    assert d["torch"].replace(" ", "") == "torch==2.13.*"   # a looser range pulls a CUDA build
+    assert d["torch"].replace(" ", "") == "torch==2.13.*"  # a looser range pulls a CUDA build
     assert "==" in d["transformers"] and "==" in d["accelerate"]
 
 

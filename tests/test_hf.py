@@ -1,5 +1,6 @@
 """lab_utils.hf, hf_launch, hf_mechanics: metrics, names, guards, Trainer == Accelerate loop, and the multi-process forms
 (lab_utils.launch, accelerate launch, torchrun) really running 2 processes."""
+
 from __future__ import annotations
 
 import os
@@ -30,7 +31,7 @@ def test_accuracy_f1_by_hand():
     assert m["accuracy"] == pytest.approx(0.6) and m["f1"] == pytest.approx(4 / 6)
     logits = np.array([[0.0, 2.0], [0.0, 1.0], [3.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
     assert hf.compute_metrics((logits, np.array(labels))) == m
-    assert hf.accuracy_f1([0, 0], [0, 0])["f1"] == 0.0       # no positives anywhere
+    assert hf.accuracy_f1([0, 0], [0, 0])["f1"] == 0.0  # no positives anywhere
     with pytest.raises(ValueError, match="predictions"):
         hf.accuracy_f1([1, 0], [1])
 
@@ -45,7 +46,7 @@ def test_splits_follow_the_rule_and_do_not_overlap():
             high = int((ids >= 64).sum())
             assert int(item["labels"]) == int(2 * high > len(ids))
     assert not any(torch.equal(train.input_ids[i], val.input_ids[j]) for i in range(40) for j in range(20))
-    assert train.order == list(range(40))   # every read was recorded
+    assert train.order == list(range(40))  # every read was recorded
     assert 0.2 < train.labels.float().mean() < 0.8
 
 
@@ -86,7 +87,7 @@ def test_port_guard():
         taken = s.getsockname()[1]
         with pytest.raises(RuntimeError, match=f"port {taken} is already taken"):
             hf_launch.check_port_free(taken)
-    assert hf_launch.check_port_free(taken) == taken   # released
+    assert hf_launch.check_port_free(taken) == taken  # released
 
 
 def test_accelerator_guard():
@@ -116,7 +117,7 @@ def test_process_guard_explains_both_fallbacks(monkeypatch):
 
 def test_loss_scaling_belief():
     model = hf.build_model()
-    assert hf.model_scales_loss_itself(model)          # forward(**kwargs): Trainer will not divide
+    assert hf.model_scales_loss_itself(model)  # forward(**kwargs): Trainer will not divide
     model.accepts_loss_kwargs = False
     assert not hf.model_scales_loss_itself(model)
     assert not hf.model_scales_loss_itself(torch.nn.Linear(2, 2))
@@ -141,7 +142,7 @@ def test_scheduler_wrapper_skips_non_sync_steps():
 
 def test_num_items_in_batch_matches_the_big_batch():
     r = mech.token_loss_normalisation()
-    assert len(set(r["tokens_per_micro_batch"])) > 1       # uneven on purpose
+    assert len(set(r["tokens_per_micro_batch"])) > 1  # uneven on purpose
     assert r["num_items_in_batch"] == pytest.approx(r["big_batch"], rel=1e-5)
     assert r["grad_gap_num_items"] < 1e-4
     assert r["grad_gap_mean_of_means"] > 1e-2
@@ -150,7 +151,7 @@ def test_num_items_in_batch_matches_the_big_batch():
 def test_trainer_and_accelerate_loop_agree():
     t = hf.run_trainer(**TINY)
     a = hf.run_accelerate(**TINY)
-    assert t["order"] == a["order"] and sorted(t["order"]) == list(range(32))   # shuffled, same
+    assert t["order"] == a["order"] and sorted(t["order"]) == list(range(32))  # shuffled, same
     assert t["order"] != list(range(32))
     assert len(t["micro_losses"]) == 8 and hf.loss_gap(t, a) < 1e-5
     assert t["updates"] == a["updates"] == 4
@@ -159,7 +160,7 @@ def test_trainer_and_accelerate_loop_agree():
         assert e_t["eval_accuracy"] == e_a["eval_accuracy"] and e_t["eval_f1"] == e_a["eval_f1"]
         assert e_t["eval_loss"] == pytest.approx(e_a["eval_loss"], abs=1e-5)
     assert a["sync"] == [False, True] * 4 and a["optimizer_steps"] == [0, 1, 1, 2, 2, 3, 3, 4]
-    assert t["saved_bytes"] == a["saved_bytes"] > 0     # the same forward, the same saved tensors
+    assert t["saved_bytes"] == a["saved_bytes"] > 0  # the same forward, the same saved tensors
     assert not hf_launch.accelerator_exists()
 
 
@@ -171,7 +172,7 @@ def test_trainer_skips_the_division_when_it_trusts_the_model():
     # the logged loss of an update is the sum of its micro-batch means instead of their mean
     k = TINY["grad_accum"]
     mb = fixed["micro_losses"]
-    windows = [sum(mb[i:i + k]) / k for i in range(0, len(mb), k)]
+    windows = [sum(mb[i : i + k]) / k for i in range(0, len(mb), k)]
     assert fixed["step_losses"] == pytest.approx(windows, rel=1e-5)
     ratio = np.array(unfixed["step_losses"][:1]) / np.array(fixed["step_losses"][:1])
     assert ratio == pytest.approx(k, rel=1e-5)
@@ -201,9 +202,9 @@ def test_two_ranks_sync_only_on_sync_steps():
         assert r["sync"] == [False, True] * 2
         assert all((c > 0) == s for c, s in zip(r["collectives"], r["sync"]))
         assert r["optimizer_steps"] == [0, 1, 1, 2]
-        assert r["scheduler_steps"] == [0, 2, 2, 4]          # num_processes steps per update
-    assert sorted(ranks[0]["order"] + ranks[1]["order"]) == list(range(32))   # disjoint shards
-    assert ranks[0]["evals"] == ranks[1]["evals"]          # gathered over both ranks
+        assert r["scheduler_steps"] == [0, 2, 2, 4]  # num_processes steps per update
+    assert sorted(ranks[0]["order"] + ranks[1]["order"]) == list(range(32))  # disjoint shards
+    assert ranks[0]["evals"] == ranks[1]["evals"]  # gathered over both ranks
 
 
 def _two_process_result(launcher):
@@ -238,8 +239,9 @@ def test_accelerate_launch_cpu_flag_is_caught():
 @pytest.mark.slow
 @pytest.mark.skipif(cuda_count() > 0, reason="the trap is about CPU-only machines")
 def test_torchrun_without_cpu_true_is_caught():
-    out = hf_launch.run_script(hf_launch.script_command("torchrun", SCRIPT, processes=2, args=("--no-cpu",)),
-                        timeout=300)
+    out = hf_launch.run_script(
+        hf_launch.script_command("torchrun", SCRIPT, processes=2, args=("--no-cpu",)), timeout=300
+    )
     assert out["returncode"] != 0 and "trains alone" in out["error"]
 
 

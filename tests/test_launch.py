@@ -1,4 +1,5 @@
 """lab_utils.launch: real ranks, results in rank order, clear failures, nothing left behind."""
+
 from __future__ import annotations
 
 import os
@@ -15,16 +16,20 @@ import torch.distributed as dist
 
 from lab_utils import launch
 from lab_utils.examples import allreduce_demo, ddp_regression
-from lab_utils.launch import (LaunchTimeout, RankDiedError, RankError, max_world_size,
-                              resolve_backend)
+from lab_utils.launch import LaunchTimeout, RankDiedError, RankError, max_world_size, resolve_backend
 from tests.conftest import cuda_count, rank_processes, wait_no_ranks
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
 def rank_and_pid(offset):
-    return {"rank": dist.get_rank(), "world": dist.get_world_size(), "pid": os.getpid(),
-            "threads": torch.get_num_threads(), "value": offset + dist.get_rank()}
+    return {
+        "rank": dist.get_rank(),
+        "world": dist.get_world_size(),
+        "pid": os.getpid(),
+        "threads": torch.get_num_threads(),
+        "value": offset + dist.get_rank(),
+    }
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -50,8 +55,8 @@ def test_a_real_all_reduce(world_size):
 
 def test_ddp_keeps_ranks_in_step():
     a, b = launch(ddp_regression, 2)
-    assert a["checksum"] == b["checksum"]      # same parameters on both ranks after DDP steps
-    assert a["loss"] != b["loss"]              # ... although each rank saw different data
+    assert a["checksum"] == b["checksum"]  # same parameters on both ranks after DDP steps
+    assert a["loss"] != b["loss"]  # ... although each rank saw different data
 
 
 SCRIPT = textwrap.dedent("""
@@ -74,8 +79,8 @@ def test_function_defined_in_main_runs_twice():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     first, second = eval(proc.stdout.strip().splitlines()[-1])
-    assert first == [7 * 3.0] * 2           # (0+1) + (1+1) = 3
-    assert second == [7 * 3.0] * 3          # 0 + 1 + 2 = 3
+    assert first == [7 * 3.0] * 2  # (0+1) + (1+1) = 3
+    assert second == [7 * 3.0] * 3  # 0 + 1 + 2 = 3
 
 
 def raise_on_rank_one():
@@ -95,7 +100,7 @@ def test_a_raising_rank_is_named_with_its_traceback():
 
 def hang_on_rank_zero():
     if dist.get_rank() == 0:
-        dist.barrier()   # rank 1 never joins
+        dist.barrier()  # rank 1 never joins
     else:
         time.sleep(600)
 
@@ -154,8 +159,9 @@ def test_interrupt_or_killed_caller_leaves_nothing(how):
     assert not wait_no_ranks(30)
 
 
-@pytest.mark.parametrize("world_size, match", [(0, "at least 1"), (-2, "at least 1"),
-                                               (10_000, "more ranks than this machine")])
+@pytest.mark.parametrize(
+    "world_size, match", [(0, "at least 1"), (-2, "at least 1"), (10_000, "more ranks than this machine")]
+)
 def test_bad_world_size(world_size, match):
     with pytest.raises(ValueError, match=match):
         launch(rank_and_pid, world_size, args=(0,))

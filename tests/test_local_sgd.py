@@ -1,5 +1,6 @@
 """Local SGD on real ranks: counted bytes against hand-computed sizes, equalities with DDP and with
 PyTorch's post-local SGD, Accelerate's LocalSGD counting, and the same function under torchrun."""
+
 from __future__ import annotations
 
 import json
@@ -26,12 +27,14 @@ def n_params(dim=32, classes=10, width=64, depth=2) -> int:
 
 @pytest.fixture(scope="module")
 def runs():
-    extra = [dict(name="H=4 flat", method="local", H=4, flat=True),
-             dict(name="adam DDP", method="ddp", optimizer="adam"),
-             dict(name="adam H=1", method="local", H=1, optimizer="adam"),
-             dict(name="post hand", method="post-local", H=4, warmup=8),
-             dict(name="post torch", method="post-local-torch", H=4, warmup=8),
-             dict(name="diloco 1/0", method="diloco", H=4, outer_lr=1.0, outer_momentum=0.0)]
+    extra = [
+        dict(name="H=4 flat", method="local", H=4, flat=True),
+        dict(name="adam DDP", method="ddp", optimizer="adam"),
+        dict(name="adam H=1", method="local", H=1, optimizer="adam"),
+        dict(name="post hand", method="post-local", H=4, warmup=8),
+        dict(name="post torch", method="post-local-torch", H=4, warmup=8),
+        dict(name="diloco 1/0", method="diloco", H=4, outer_lr=1.0, outer_momentum=0.0),
+    ]
     out = launch(L.sweep, 2, kwargs=dict(Hs=[1, 4, 5], steps=STEPS, extra=extra), timeout=300)
     return out[0]
 
@@ -43,7 +46,7 @@ def params(run) -> torch.Tensor:
 def test_bytes_are_one_over_h_of_ddp_and_match_the_model_size(runs):
     pbytes = n_params() * 4
     assert runs["DDP"]["param_bytes"] == pbytes
-    assert runs["DDP"]["comm"]["bytes"] == STEPS * pbytes            # one gradient of every param per step
+    assert runs["DDP"]["comm"]["bytes"] == STEPS * pbytes  # one gradient of every param per step
     for h in (1, 4):
         assert runs[f"H={h}"]["comm"]["bytes"] * h == runs["DDP"]["comm"]["bytes"]
     # per tensor (8 Linear weights and biases) vs one flat buffer: same bytes, 8x the collectives
@@ -62,7 +65,7 @@ def test_parameters_equal_after_averaging_and_differ_between(runs):
 
 def test_exit_averaging_when_steps_not_a_multiple_of_h(runs):
     r = runs["H=5"]
-    assert r["synced_steps"] == [4, 9, 14, 19, 24, 29, STEPS]       # the last one at exit
+    assert r["synced_steps"] == [4, 9, 14, 19, 24, 29, STEPS]  # the last one at exit
     assert r["rank_checksums"][0] == r["rank_checksums"][1]
     assert r["comm"]["bytes"] == 7 * n_params() * 4
 
@@ -79,8 +82,8 @@ def test_post_local_by_hand_equals_pytorch_post_local_sgd(runs):
     assert hand["synced_steps"] == ref["synced_steps"] == [11, 15, 19, 23, 27, 31]
     pbytes = n_params() * 4
     assert hand["comm"]["bytes"] == ref["comm"]["bytes"] == (8 + 6) * pbytes  # 8 DDP steps + 6 averagings
-    assert ref["comm"]["collectives"] == 8 + 6                                # PyTorch flattens
-    assert hand["comm"]["collectives"] == 8 + 6 * 8                           # ours: one per tensor
+    assert ref["comm"]["collectives"] == 8 + 6  # PyTorch flattens
+    assert hand["comm"]["collectives"] == 8 + 6 * 8  # ours: one per tensor
 
 
 def test_diloco_without_outer_momentum_is_local_sgd(runs):
@@ -115,8 +118,9 @@ def test_exercise_checks(runs, capsys):
     L.check_bytes(STEPS // 4 * n_params() * 4, runs, 4)
     with pytest.raises(AssertionError, match="hint"):
         L.check_bytes(123, runs, 4)
-    fake = {"averagings": [{"micro_batch": 2, "on_update_boundary": False},
-                           {"micro_batch": 5, "on_update_boundary": True}]}
+    fake = {
+        "averagings": [{"micro_batch": 2, "on_update_boundary": False}, {"micro_batch": 5, "on_update_boundary": True}]
+    }
     L.check_averagings((2, 1), fake)
     with pytest.raises(AssertionError):
         L.check_averagings((2, 0), fake)
@@ -124,11 +128,13 @@ def test_exercise_checks(runs, capsys):
 
 
 # ----------------------------------------------------------------------------- Accelerate
-ACC = {"guide": dict(local_sgd_steps=8, accumulation=2),
-       "trap": dict(local_sgd_steps=3, accumulation=2),
-       "update": dict(local_sgd_steps=3, accumulation=2, count="update"),
-       "plain": dict(accumulation=2, use_local_sgd=False),
-       "bn": dict(local_sgd_steps=8, accumulation=2, batchnorm=True)}
+ACC = {
+    "guide": dict(local_sgd_steps=8, accumulation=2),
+    "trap": dict(local_sgd_steps=3, accumulation=2),
+    "update": dict(local_sgd_steps=3, accumulation=2, count="update"),
+    "plain": dict(accumulation=2, use_local_sgd=False),
+    "bn": dict(local_sgd_steps=8, accumulation=2, batchnorm=True),
+}
 
 
 @pytest.fixture(scope="module")
@@ -151,9 +157,9 @@ def test_accelerate_averaging_schedule(acc, name):
     want = expected_averagings(cfg.get("count", "micro-batch") == "micro-batch", cfg["local_sgd_steps"], 2)
     assert [(a["micro_batch"], a["on_update_boundary"]) for a in r["averagings"]] == want
     assert r["num_processes"] == 2 and r["local_sgd_enabled"]
-    assert not [e for e in r["events"] if e["source"] == "ddp-hook"]           # no gradient sync
+    assert not [e for e in r["events"] if e["source"] == "ddp-hook"]  # no gradient sync
     direct = [e for e in r["events"] if e["source"] == "torch.distributed"]
-    assert len(direct) == 8 * len(want)                                        # one per tensor
+    assert len(direct) == 8 * len(want)  # one per tensor
     assert sum(e["nbytes"] for e in direct) == len(want) * n_params() * 4
     assert acc[0][name]["param_checksum"] == acc[1][name]["param_checksum"]
 
@@ -178,16 +184,26 @@ def test_local_sgd_refuses_deepspeed():
     from accelerate.local_sgd import LocalSGD
 
     with pytest.raises(NotImplementedError, match="DeepSpeed"):
-        LocalSGD(accelerator=types.SimpleNamespace(distributed_type=DistributedType.DEEPSPEED),
-                 model=torch.nn.Linear(2, 2), local_sgd_steps=4)
+        LocalSGD(
+            accelerator=types.SimpleNamespace(distributed_type=DistributedType.DEEPSPEED),
+            model=torch.nn.Linear(2, 2),
+            local_sgd_steps=4,
+        )
 
 
 def test_single_process_is_silently_disabled():
     # In a fresh interpreter, so this process keeps no Accelerator state.
-    code = ("import json; from lab_utils.local_sgd import accelerate_run as a; r = a(local_sgd_steps=4); "
-            "print(json.dumps([r['num_processes'], r['local_sgd_enabled'], len(r['events'])]))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
-                          env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")})
+    code = (
+        "import json; from lab_utils.local_sgd import accelerate_run as a; r = a(local_sgd_steps=4); "
+        "print(json.dumps([r['num_processes'], r['local_sgd_enabled'], len(r['events'])]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1, False, 0]
 

@@ -1,4 +1,5 @@
 """SavedTensorMeter and CUDA peaks against bytes computed by hand."""
+
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -19,7 +20,7 @@ def test_baseline_linear_gelu_chain_hand_bytes():
     # Each block keeps its input (for the weight grad of Linear) and the Linear output (for GELU).
     model, x = chain()
     with SavedTensorMeter(model) as m:
-        model(x).sum()          # sum() keeps nothing for backward
+        model(x).sum()  # sum() keeps nothing for backward
     assert m.total_bytes == 2 * N * B * W * F32
     for i in range(N):
         assert m.by_module[f"{i}.linear"] == B * W * F32
@@ -68,13 +69,13 @@ def test_selective_cache_is_counted():
 def test_shared_storage_counted_once_and_views_count_whole_storage():
     a = torch.randn(16, 16, requires_grad=True)
     with SavedTensorMeter(exclude=[a]) as m:
-        y = a.exp()             # exp saves its output y
-        (y * y).sum()           # mul saves y twice: same storage
+        y = a.exp()  # exp saves its output y
+        (y * y).sum()  # mul saves y twice: same storage
     assert m.total_bytes == 16 * 16 * F32
     assert len(m.records) == 3 and sum(r.nbytes > 0 for r in m.records) == 1
     with SavedTensorMeter(exclude=[a]) as m:
-        big = a * 2.0           # mul by a scalar saves nothing
-        big[:1].sin().sum()     # sin saves its input: a one-row view of `big`
+        big = a * 2.0  # mul by a scalar saves nothing
+        big[:1].sin().sum()  # sin saves its input: a one-row view of `big`
     assert m.total_bytes == 16 * 16 * F32
 
 
@@ -97,12 +98,12 @@ def test_cuda_peak_counts_allocations():
     assert cuda_peak(lambda: torch.empty(n, device="cuda")) == n * F32
     model = mlp(width=256, depth=4).cuda()
     x = torch.randn(128, 256, device="cuda")
-    model(x).sum().backward()          # the first matmul allocates cuBLAS workspace, grads appear
+    model(x).sum().backward()  # the first matmul allocates cuBLAS workspace, grads appear
     rep = measure_step(model, lambda: model(x).sum())
     with CudaPeak() as again:
         model(x).sum().backward()
     assert rep.peak_cuda_bytes >= rep.saved_bytes == 2 * 4 * 128 * 256 * F32
-    assert again.bytes == rep.peak_cuda_bytes   # reset between measurements: same step, same peak
+    assert again.bytes == rep.peak_cuda_bytes  # reset between measurements: same step, same peak
 
 
 def test_cpu_peak_sees_a_known_allocation():

@@ -1,10 +1,11 @@
 """Forward-call and FLOP counters against FLOPs of Linear layers computed by hand (2*m*n*k)."""
+
 import torch
 from torch import nn
 
 from lab_utils.checkpointing import run_chain, segments_checkpoint_sequential
-from lab_utils.recompute import CallCounter, count_flops, in_backward, measure_recompute
 from lab_utils.models import mlp
+from lab_utils.recompute import count_flops, in_backward, measure_recompute
 
 B, W, N = 8, 32, 4
 
@@ -15,7 +16,7 @@ def linear_flops(b, i, o):
 
 def test_flops_of_a_linear_chain_by_phase():
     model = nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 8))
-    x = torch.randn(4, 16)                      # the batch needs no gradient
+    x = torch.randn(4, 16)  # the batch needs no gradient
     rep = measure_recompute(model, lambda: model(x).sum())
     fwd = linear_flops(4, 16, 32) + linear_flops(4, 32, 8)
     assert rep.forward_flops == fwd
@@ -49,5 +50,5 @@ def test_selective_recomputes_pointwise_only():
     model, x = mlp(width=W, depth=N), torch.randn(B, W)
     base = measure_recompute(model, lambda: model(x).sum())
     sel = measure_recompute(model, lambda: run_chain(model, x, "selective").sum())
-    assert sel.total_flops == base.total_flops         # matmul outputs come from the cache
-    assert sel.calls.recomputed[f"{N - 1}.act"] == 1   # but the blocks did run again
+    assert sel.total_flops == base.total_flops  # matmul outputs come from the cache
+    assert sel.calls.recomputed[f"{N - 1}.act"] == 1  # but the blocks did run again

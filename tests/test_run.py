@@ -1,5 +1,6 @@
 """The same functions under torchrun: one node with 2 processes, and 2 agents standing in for
 two machines (--nnodes=2 on localhost)."""
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,24 @@ def env():
 
 def test_torchrun_one_node_two_processes(tmp_path):
     out = tmp_path / "result.json"
-    proc = subprocess.run(TORCHRUN + ["--standalone", "--nproc_per_node=2", "-m", "lab_utils.run",
-                                      "lab_utils.examples:ddp_regression", "--kwargs", '{"steps": 3}',
-                                      "--out", str(out)],
-                          capture_output=True, text=True, timeout=180, env=env())
+    proc = subprocess.run(
+        TORCHRUN
+        + [
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "lab_utils.run",
+            "lab_utils.examples:ddp_regression",
+            "--kwargs",
+            '{"steps": 3}',
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["rank"] == 0 and result["loss"] > 0
@@ -33,19 +48,29 @@ def test_torchrun_one_node_two_processes(tmp_path):
 def test_two_agents_stand_in_for_two_machines(tmp_path):
     ranks = torchrun_two_agents("lab_utils.examples:whoami", tmp_path)["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
-    assert sorted(r["local_rank"] for r in ranks) == [0, 0]   # one process per "machine"
+    assert sorted(r["local_rank"] for r in ranks) == [0, 0]  # one process per "machine"
     assert not wait_no_ranks()
 
 
 def test_run_without_torchrun_says_how():
     e = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
-    proc = subprocess.run([sys.executable, "-m", "lab_utils.run", "lab_utils.examples:whoami"],
-                          capture_output=True, text=True, timeout=60, env=e)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab_utils.run", "lab_utils.examples:whoami"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=e,
+    )
     assert proc.returncode != 0 and "Start it with torchrun" in proc.stderr
 
 
 def test_bad_function_spec():
     e = dict(env(), RANK="0", WORLD_SIZE="1")
-    proc = subprocess.run([sys.executable, "-m", "lab_utils.run", "lab_utils.examples:nope"],
-                          capture_output=True, text=True, timeout=60, env=e)
+    proc = subprocess.run(
+        [sys.executable, "-m", "lab_utils.run", "lab_utils.examples:nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=e,
+    )
     assert proc.returncode != 0 and "has no function 'nope'" in proc.stderr

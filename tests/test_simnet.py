@@ -1,4 +1,5 @@
 """The alpha-beta link model against hand-computed values."""
+
 import math
 
 import pytest
@@ -22,7 +23,7 @@ def test_bandwidth_term_is_almost_independent_of_ranks():
     link = LINKS["10GbE"]
     big = 1e9
     t2, t64 = allreduce_seconds(big, 2, link), allreduce_seconds(big, 64, link)
-    assert 1.0 < t64 / t2 < 2.05   # 2(p-1)/p goes from 1 to ~2
+    assert 1.0 < t64 / t2 < 2.05  # 2(p-1)/p goes from 1 to ~2
 
 
 def test_many_small_messages_cost_more_than_one_big_one():
@@ -51,7 +52,10 @@ def test_bad_inputs_are_named():
 
 def test_simulate_groups_by_step():
     link = Link("t", 0.0, 100.0)
-    ev = [{"op": "all_reduce", "nbytes": 100, "step": 0}, {"op": "all_reduce", "nbytes": 100, "step": 0},
-          {"op": "broadcast", "nbytes": 100, "step": 2}]
+    ev = [
+        {"op": "all_reduce", "nbytes": 100, "step": 0},
+        {"op": "all_reduce", "nbytes": 100, "step": 0},
+        {"op": "broadcast", "nbytes": 100, "step": 2},
+    ]
     assert simulate(ev, link, 2) == pytest.approx([2.0, 0.0, 1.0])
     assert math.isclose(collective_seconds("all_gather", 200, 2, link), 1.0)

@@ -7,6 +7,7 @@
 Topic modules (``plots.checkpointing``, ``plots.accumulation``, ...) hold each lab's figures.
 A figure that shows simulated numbers says so in its title (``simulated()``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -18,14 +19,17 @@ __all__ = ["style", "bars", "lines", "simulated", "PALETTE"]
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "",
-          height: int = 420) -> go.Figure:
+def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", height: int = 420) -> go.Figure:
     """The common look: white background, readable fonts for a projector, titled axes."""
     # The title sits at the top of the figure, the legend on its own row just above the plot.
-    fig.update_layout(title=dict(text=title, y=0.98, yanchor="top"), template="plotly_white",
-                      height=height, font=dict(size=14),
-                      margin=dict(l=60, r=20, t=95 if title else 40, b=50),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    fig.update_layout(
+        title=dict(text=title, y=0.98, yanchor="top"),
+        template="plotly_white",
+        height=height,
+        font=dict(size=14),
+        margin=dict(l=60, r=20, t=95 if title else 40, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    )
     fig.update_xaxes(title_text=xaxis)
     fig.update_yaxes(title_text=yaxis)
     return fig
@@ -36,23 +40,42 @@ def simulated(title: str) -> str:
     return f"{title} <i>(simulated communication)</i>"
 
 
-def bars(values: Mapping[str, float], *, title: str = "", yaxis: str = "", text_format: str = "{:g}",
-         colors: Sequence[str] | None = None) -> go.Figure:
+def bars(
+    values: Mapping[str, float],
+    *,
+    title: str = "",
+    yaxis: str = "",
+    text_format: str = "{:g}",
+    colors: Sequence[str] | None = None,
+) -> go.Figure:
     """One bar per key, its value written on it."""
     names, ys = list(values), list(values.values())
-    fig = go.Figure(go.Bar(x=names, y=ys, text=[text_format.format(v) for v in ys],
-                           textposition="auto", marker_color=list(colors or PALETTE[:len(names)])))
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=ys,
+            text=[text_format.format(v) for v in ys],
+            textposition="auto",
+            marker_color=list(colors or PALETTE[: len(names)]),
+        )
+    )
     return style(fig, title=title, yaxis=yaxis)
 
 
-def lines(series: Mapping[str, Sequence[float]], *, x: Sequence[float] | None = None, title: str = "",
-          xaxis: str = "", yaxis: str = "", log_y: bool = False) -> go.Figure:
+def lines(
+    series: Mapping[str, Sequence[float]],
+    *,
+    x: Sequence[float] | None = None,
+    title: str = "",
+    xaxis: str = "",
+    yaxis: str = "",
+    log_y: bool = False,
+) -> go.Figure:
     """One line per key over ``x`` (default 0, 1, 2, ...)."""
     fig = go.Figure()
     for i, (name, ys) in enumerate(series.items()):
         xs = list(x) if x is not None else list(range(len(ys)))
-        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name,
-                                 line=dict(color=PALETTE[i % len(PALETTE)])))
+        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name, line=dict(color=PALETTE[i % len(PALETTE)])))
     style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
     if log_y:
         fig.update_yaxes(type="log")

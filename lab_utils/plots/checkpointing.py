@@ -1,9 +1,10 @@
 """Figures of the checkpointing lab: the computation graph with what is kept, and the trade-off.
 
-    from lab_utils.plots.checkpointing import graph_figure, tradeoff_figure, plan_strip
-    fig = graph_figure(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
-    fig = tradeoff_figure(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
+from lab_utils.plots.checkpointing import graph_figure, tradeoff_figure, plan_strip
+fig = graph_figure(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
+fig = tradeoff_figure(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -16,13 +17,25 @@ from lab_utils.plots import PALETTE, style
 __all__ = ["STATUS_COLORS", "graph_figure", "tradeoff_figure", "plan_strip"]
 
 # what happened to a node's value between forward and backward
-STATUS_COLORS = {"kept": "#2ca02c", "cached": "#1f77b4", "dropped": "#bbbbbb",
-                 "recomputed": "#ff7f0e", "input": "#444444", "": "#dddddd"}
+STATUS_COLORS = {
+    "kept": "#2ca02c",
+    "cached": "#1f77b4",
+    "dropped": "#bbbbbb",
+    "recomputed": "#ff7f0e",
+    "input": "#444444",
+    "": "#dddddd",
+}
 
 
-def graph_figure(nodes: Mapping[str, tuple[float, float]], edges: Sequence[tuple[str, str]], *,
-                 status: Mapping[str, str] | None = None, notes: Mapping[str, str] | None = None,
-                 title: str = "", height: int = 360) -> go.Figure:
+def graph_figure(
+    nodes: Mapping[str, tuple[float, float]],
+    edges: Sequence[tuple[str, str]],
+    *,
+    status: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    title: str = "",
+    height: int = 360,
+) -> go.Figure:
     """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status
     (a key of STATUS_COLORS: kept for backward, cached by a selective policy, dropped,
     recomputed in backward) and labelled with ``notes`` (e.g. bytes kept)."""
@@ -30,20 +43,50 @@ def graph_figure(nodes: Mapping[str, tuple[float, float]], edges: Sequence[tuple
     fig = go.Figure()
     for a, b in edges:
         (x0, y0), (x1, y1) = nodes[a], nodes[b]
-        fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y",
-                           showarrow=True, arrowhead=3, arrowsize=1.2, arrowwidth=1.5,
-                           arrowcolor="#888", standoff=22, startstandoff=22, text="")
+        fig.add_annotation(
+            x=x1,
+            y=y1,
+            ax=x0,
+            ay=y0,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            showarrow=True,
+            arrowhead=3,
+            arrowsize=1.2,
+            arrowwidth=1.5,
+            arrowcolor="#888",
+            standoff=22,
+            startstandoff=22,
+            text="",
+        )
     for st in dict.fromkeys(status.get(n, "") for n in nodes):
         names = [n for n in nodes if status.get(n, "") == st]
-        fig.add_trace(go.Scatter(
-            x=[nodes[n][0] for n in names], y=[nodes[n][1] for n in names], mode="markers+text",
-            marker=dict(size=44, color=STATUS_COLORS.get(st, "#dddddd"), line=dict(width=2, color="#333")),
-            text=[f"<b>{n}</b>" for n in names], textfont=dict(color="white", size=15),
-            hovertext=[f"{n}: {st or 'not saved'} {notes.get(n, '')}" for n in names], hoverinfo="text",
-            name=st or "not saved"))
-        fig.add_trace(go.Scatter(x=[nodes[n][0] for n in names], y=[nodes[n][1] - 0.32 for n in names],
-                                 mode="text", text=[notes.get(n, "") for n in names], showlegend=False,
-                                 hoverinfo="skip", textfont=dict(size=12)))
+        fig.add_trace(
+            go.Scatter(
+                x=[nodes[n][0] for n in names],
+                y=[nodes[n][1] for n in names],
+                mode="markers+text",
+                marker=dict(size=44, color=STATUS_COLORS.get(st, "#dddddd"), line=dict(width=2, color="#333")),
+                text=[f"<b>{n}</b>" for n in names],
+                textfont=dict(color="white", size=15),
+                hovertext=[f"{n}: {st or 'not saved'} {notes.get(n, '')}" for n in names],
+                hoverinfo="text",
+                name=st or "not saved",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[nodes[n][0] for n in names],
+                y=[nodes[n][1] - 0.32 for n in names],
+                mode="text",
+                text=[notes.get(n, "") for n in names],
+                showlegend=False,
+                hoverinfo="skip",
+                textfont=dict(size=12),
+            )
+        )
     style(fig, title=title, height=height)
     xs, ys = [p[0] for p in nodes.values()], [p[1] for p in nodes.values()]
     fig.update_xaxes(visible=False, range=[min(xs) - 0.6, max(xs) + 0.6])
@@ -51,12 +94,19 @@ def graph_figure(nodes: Mapping[str, tuple[float, float]], edges: Sequence[tuple
     return fig
 
 
-def tradeoff_figure(points: Sequence[Mapping], *, front: Sequence[tuple[float, float]] = (),
-                    sqrt_curve: tuple[Sequence[float], Sequence[float]] | None = None,
-                    y: str = "extra_flops", ylabel: str = "extra forward FLOPs (fraction of one forward)",
-                    xlabel: str = "activation memory kept (fraction of no checkpointing)",
-                    title: str = "Memory against recompute", plan: Sequence[tuple[int, int, str]] | None = None,
-                    n_blocks: int | None = None, height: int = 480) -> go.Figure:
+def tradeoff_figure(
+    points: Sequence[Mapping],
+    *,
+    front: Sequence[tuple[float, float]] = (),
+    sqrt_curve: tuple[Sequence[float], Sequence[float]] | None = None,
+    y: str = "extra_flops",
+    ylabel: str = "extra forward FLOPs (fraction of one forward)",
+    xlabel: str = "activation memory kept (fraction of no checkpointing)",
+    title: str = "Memory against recompute",
+    plan: Sequence[tuple[int, int, str]] | None = None,
+    n_blocks: int | None = None,
+    height: int = 480,
+) -> go.Figure:
     """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and
     ``y``), the planner's optimal front as a step line, the sqrt(N) model as a dashed curve,
     and, when ``plan`` is given, a strip below showing which blocks that plan checkpoints."""
@@ -64,17 +114,45 @@ def tradeoff_figure(points: Sequence[Mapping], *, front: Sequence[tuple[float, f
     fig = make_subplots(rows=rows, cols=1, row_heights=[0.82, 0.18][:rows], vertical_spacing=0.16)
     if front:
         fx, fy = zip(*sorted(front))
-        fig.add_trace(go.Scatter(x=fx, y=fy, mode="lines+markers", line_shape="hv", name="optimal front (planner)",
-                                 line=dict(color="#999"), marker=dict(size=5, color="#999")), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=fx,
+                y=fy,
+                mode="lines+markers",
+                line_shape="hv",
+                name="optimal front (planner)",
+                line=dict(color="#999"),
+                marker=dict(size=5, color="#999"),
+            ),
+            row=1,
+            col=1,
+        )
     if sqrt_curve is not None:
-        fig.add_trace(go.Scatter(x=list(sqrt_curve[0]), y=list(sqrt_curve[1]), mode="lines",
-                                 name="model: k segments (min at k = sqrt(N))",
-                                 line=dict(dash="dash", color="#9467bd")), row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=list(sqrt_curve[0]),
+                y=list(sqrt_curve[1]),
+                mode="lines",
+                name="model: k segments (min at k = sqrt(N))",
+                line=dict(dash="dash", color="#9467bd"),
+            ),
+            row=1,
+            col=1,
+        )
     for i, p in enumerate(points):
-        fig.add_trace(go.Scatter(x=[p["memory"]], y=[p[y]], mode="markers+text", text=[p["name"]],
-                                 textposition="top center", name=p["name"],
-                                 marker=dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle"))),
-                      row=1, col=1)
+        fig.add_trace(
+            go.Scatter(
+                x=[p["memory"]],
+                y=[p[y]],
+                mode="markers+text",
+                text=[p["name"]],
+                textposition="top center",
+                name=p["name"],
+                marker=dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle")),
+            ),
+            row=1,
+            col=1,
+        )
     style(fig, title=title, height=height + (90 if plan is not None else 0))
     fig.update_xaxes(title_text=xlabel, row=1, col=1)
     fig.update_yaxes(title_text=ylabel, row=1, col=1)
@@ -88,9 +166,20 @@ def _add_strip(fig: go.Figure, plan, n: int, row: int) -> None:
     starts = {s for s, e, m in plan if m != "store"}
     colors = [STATUS_COLORS["dropped"] if mode_of[i] != "store" else STATUS_COLORS["kept"] for i in range(n)]
     text = ["|" if i in starts else "" for i in range(n)]
-    fig.add_trace(go.Bar(x=list(range(n)), y=[1] * n, marker_color=colors, text=text, textposition="inside",
-                         showlegend=False, hovertext=[f"block {i}: {mode_of[i]}" for i in range(n)],
-                         hoverinfo="text"), row=row, col=1)
+    fig.add_trace(
+        go.Bar(
+            x=list(range(n)),
+            y=[1] * n,
+            marker_color=colors,
+            text=text,
+            textposition="inside",
+            showlegend=False,
+            hovertext=[f"block {i}: {mode_of[i]}" for i in range(n)],
+            hoverinfo="text",
+        ),
+        row=row,
+        col=1,
+    )
     fig.update_yaxes(visible=False, row=row, col=1)
     fig.update_xaxes(title_text="block (green: stored, grey: checkpointed; | starts a segment)", row=row, col=1)
 

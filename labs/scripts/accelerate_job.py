@@ -23,6 +23,7 @@ built without ``cpu=True`` leaves each process training alone; the same check ca
 Rank 0 prints one JSON line (processes, micro-batch losses, sync flags, collectives per
 micro-batch, evaluations) and writes it to ``--out`` when given.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,16 +34,18 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--processes", type=int, default=None,
-                    help="how many processes you launched; the job stops if it sees fewer")
+    ap.add_argument(
+        "--processes", type=int, default=None, help="how many processes you launched; the job stops if it sees fewer"
+    )
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--n-train", type=int, default=64)
     ap.add_argument("--n-val", type=int, default=32)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--grad-accum", type=int, default=4)
     ap.add_argument("--no-checkpointing", action="store_true")
-    ap.add_argument("--no-cpu", action="store_true",
-                    help="build Accelerator(cpu=False) even without a GPU (reproduces the trap)")
+    ap.add_argument(
+        "--no-cpu", action="store_true", help="build Accelerator(cpu=False) even without a GPU (reproduces the trap)"
+    )
     ap.add_argument("--out", default=None, help="rank 0 also writes its JSON result here")
     a = ap.parse_args(argv)
 
@@ -50,13 +53,29 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     from lab_utils.hf import run_accelerate
 
-    result = run_accelerate(n_train=a.n_train, n_val=a.n_val, epochs=a.epochs,
-                            batch_size=a.batch_size, grad_accum=a.grad_accum,
-                            checkpointing=not a.no_checkpointing, expected_processes=a.processes,
-                            cpu=False if a.no_cpu else None)
+    result = run_accelerate(
+        n_train=a.n_train,
+        n_val=a.n_val,
+        epochs=a.epochs,
+        batch_size=a.batch_size,
+        grad_accum=a.grad_accum,
+        checkpointing=not a.no_checkpointing,
+        expected_processes=a.processes,
+        cpu=False if a.no_cpu else None,
+    )
     if result["rank"] == 0:
-        keep = ("num_processes", "device", "micro_losses", "sync", "collectives",
-                "optimizer_steps", "scheduler_steps", "lrs", "evals", "updates")
+        keep = (
+            "num_processes",
+            "device",
+            "micro_losses",
+            "sync",
+            "collectives",
+            "optimizer_steps",
+            "scheduler_steps",
+            "lrs",
+            "evals",
+            "updates",
+        )
         text = json.dumps({k: result[k] for k in keep})
         print(text, flush=True)
         if a.out:
@@ -64,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                 f.write(text)
     import torch.distributed as dist
 
-    if dist.is_initialized():   # leave together, then tear the group down (no warning at exit)
+    if dist.is_initialized():  # leave together, then tear the group down (no warning at exit)
         dist.barrier()
         dist.destroy_process_group()
     return 0

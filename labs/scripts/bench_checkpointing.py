@@ -13,6 +13,7 @@ transformer: a GPT-2 from a config, ``activation_checkpointing_enable``): time f
 samples/s, bytes saved for backward and peak memory (CUDA ``max_memory_allocated``, or the
 CPU profiler's allocation events). Exits non-zero if a claim fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,17 +34,23 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
     x = torch.randn(rows, width, device=dev)
     act, inp, cost = ckpt.profile_blocks(model, x)
     plan = ckpt.plan_for_budget(act, inp, cost, ckpt.min_peak(act, inp))
-    rows_ = ckpt.compare_strategies(model, x, {"none": "none", "sqrt(N)": "sqrt(N)",
-                                               "planner (min budget)": list(plan.segments)},
-                                    repeat=3, blocks=(act, inp, cost))
+    rows_ = ckpt.compare_strategies(
+        model,
+        x,
+        {"none": "none", "sqrt(N)": "sqrt(N)", "planner (min budget)": list(plan.segments)},
+        repeat=3,
+        blocks=(act, inp, cost),
+    )
     print(f"\n{n}-block MLP chain, width {width}, {rows} rows, on {dev}")
     print(ckpt.results_table(rows_))
     base, sq = rows_[0], rows_[1]
     ratio, extra = sq["kept"] / base["kept"], sq["extra_flops"] / sq["forward_flops"]
     limit = 2 * math.sqrt(n) / n
     ok = ratio <= limit and extra <= 1.0 and all(r["grad_diff"] <= 1e-4 for r in rows_)
-    print(f"sqrt(N) keeps {ratio:.2%} of the baseline's bytes (limit {limit:.0%}), "
-          f"recomputes {extra:.2f} forward passes of FLOPs (limit 1.00): {'PASS' if ok else 'FAIL'}")
+    print(
+        f"sqrt(N) keeps {ratio:.2%} of the baseline's bytes (limit {limit:.0%}), "
+        f"recomputes {extra:.2f} forward passes of FLOPs (limit 1.00): {'PASS' if ok else 'FAIL'}"
+    )
     return ok
 
 
@@ -55,7 +62,7 @@ def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, ste
         model = tiny_gpt2(n_layer=layers, n_embd=embd, n_positions=seq, seed=0).to(dev).train()
         if name == "checkpointing":
             enable = getattr(model, "activation_checkpointing_enable", None)
-            if enable is not None:   # transformers >= 5 (the old name warns)
+            if enable is not None:  # transformers >= 5 (the old name warns)
                 enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -66,7 +73,7 @@ def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, ste
             opt.step()
             opt.zero_grad(set_to_none=False)
 
-        step()                                   # warm-up; optimizer state and grads allocated
+        step()  # warm-up; optimizer state and grads allocated
         rep = measure_step(model, lambda: model(input_ids=ids, labels=ids).loss)
         peak = rep.peak_cuda_bytes if rep.peak_cuda_bytes is not None else cpu_peak(step)
         calls = measure_recompute(model, lambda: model(input_ids=ids, labels=ids).loss).n_recomputed_calls
@@ -74,17 +81,24 @@ def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, ste
         with Timer() as t:
             for _ in range(steps):
                 step()
-        results[name] = dict(seconds=t.seconds, sps=steps * batch / t.seconds, saved=rep.saved_bytes,
-                             peak=peak, calls=calls)
-    print(f"\ntiny GPT-2 ({layers} layers, n_embd {embd}), batch {batch} x {seq} tokens, {steps} steps, "
-          f"on {dev} (peak: {'CUDA max_memory_allocated' if dev.type == 'cuda' else 'CPU profiler'})")
+        results[name] = dict(
+            seconds=t.seconds, sps=steps * batch / t.seconds, saved=rep.saved_bytes, peak=peak, calls=calls
+        )
+    print(
+        f"\ntiny GPT-2 ({layers} layers, n_embd {embd}), batch {batch} x {seq} tokens, {steps} steps, "
+        f"on {dev} (peak: {'CUDA max_memory_allocated' if dev.type == 'cuda' else 'CPU profiler'})"
+    )
     print(f"{'':<15}{'time':>9}{'samples/s':>11}{'saved':>11}{'peak':>11}{'re-run calls':>14}")
     for k, r in results.items():
-        print(f"{k:<15}{r['seconds']:>8.2f}s{r['sps']:>11.1f}{fmt_bytes(r['saved']):>11}{fmt_bytes(r['peak']):>11}"
-              f"{r['calls']:>14}")
+        print(
+            f"{k:<15}{r['seconds']:>8.2f}s{r['sps']:>11.1f}{fmt_bytes(r['saved']):>11}{fmt_bytes(r['peak']):>11}"
+            f"{r['calls']:>14}"
+        )
     b, c = results["baseline"], results["checkpointing"]
-    print(f"checkpointing: memory saved {1 - c['saved'] / b['saved']:.0%} (saved bytes), "
-          f"{1 - c['peak'] / b['peak']:.0%} (peak); time {c['seconds'] / b['seconds'] - 1:+.0%}")
+    print(
+        f"checkpointing: memory saved {1 - c['saved'] / b['saved']:.0%} (saved bytes), "
+        f"{1 - c['peak'] / b['peak']:.0%} (peak); time {c['seconds'] / b['seconds'] - 1:+.0%}"
+    )
     return c["saved"] < b["saved"] and c["calls"] > 0
 
 

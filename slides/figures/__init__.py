@@ -12,6 +12,7 @@ A name ``topic.what`` lives in ``figures/topic.py``; only the modules a deck nam
 deck for one lab never depends on another lab's code. Each figure is built once per build (cached),
 even when several decks show it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -35,6 +36,7 @@ def figure(name: str) -> Callable[[Callable[[], go.Figure]], Callable[[], go.Fig
             raise ValueError(f"figure {name!r} is registered twice ({_REGISTRY[name].__module__} and {fn.__module__})")
         _REGISTRY[name] = fn
         return fn
+
     return register
 
 
@@ -70,9 +72,24 @@ def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
         for tr in figs[name].data:
             out.add_trace(tr.update(visible=(i == 0)))
             owner.append(i)
-    steps = [dict(method="update", label=name,
-                  args=[{"visible": [o == i for o in owner]}, {"title.text": figs[name].layout.title.text}])
-             for i, name in enumerate(names)]
-    out.update_layout(sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix=f"{label}: " if label else ""),
-                                    pad=dict(t=60), len=0.9, x=0.05)])
+    steps = [
+        dict(
+            method="update",
+            label=name,
+            args=[{"visible": [o == i for o in owner]}, {"title.text": figs[name].layout.title.text}],
+        )
+        for i, name in enumerate(names)
+    ]
+    out.update_layout(
+        sliders=[
+            dict(
+                active=0,
+                steps=steps,
+                currentvalue=dict(prefix=f"{label}: " if label else ""),
+                pad=dict(t=60),
+                len=0.9,
+                x=0.05,
+            )
+        ]
+    )
     return out

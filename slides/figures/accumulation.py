@@ -1,4 +1,5 @@
 """Lab 2 figures: gradient accumulation against one large batch, measured on tiny models."""
+
 from __future__ import annotations
 
 import copy
@@ -12,6 +13,7 @@ K, MB = 4, 8
 
 def _fresh(model, lr=0.05, momentum=0.9):
     import torch
+
     m = copy.deepcopy(model)
     return m, torch.optim.SGD(m.parameters(), lr=lr, momentum=momentum)
 
@@ -20,6 +22,7 @@ def _distance(model0, micro, **kw):
     """Largest parameter difference between an accumulated run and the large-batch reference."""
     from lab_utils import accumulation as acc
     from lab_utils.checks import param_max_diff
+
     loss_fn, items = kw.pop("loss_fn", acc.mse_sum), kw.pop("items", acc.count_items)
     lr, momentum, train_mode = kw.pop("lr", 0.05), kw.pop("momentum", 0.9), kw.pop("train_mode", True)
     (a, oa), (b, ob) = _fresh(model0, lr, momentum), _fresh(model0, lr, momentum)
@@ -68,6 +71,7 @@ def token_weight() -> go.Figure:
     from lab_utils import accumulation as acc
     from lab_utils import data
     from lab_utils.plots.accumulation import token_weight_figure
+
     tokens = [acc.count_tokens(data.lm_batch(n=4, min_len=4, max_len=32, seed=s)) for s in range(K)]
     return token_weight_figure(tokens)
 
@@ -107,5 +111,6 @@ def memory_speed() -> go.Figure:
         opt.zero_grad(set_to_none=True)
         saved.append(rep.saved_bytes)
         speed.append(throughput(B, time_fn(lambda: update(micro), warmup=1, repeat=3).median))
-    return memory_speed_figure(sizes, saved, speed, effective_batch=B, device=str(dev),
-                               memory_label="activations saved for backward (MiB)")
+    return memory_speed_figure(
+        sizes, saved, speed, effective_batch=B, device=str(dev), memory_label="activations saved for backward (MiB)"
+    )

@@ -1,4 +1,5 @@
 """Lab 1 figures: what checkpointing keeps and recomputes, measured on real modules."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -27,11 +28,11 @@ def _abc(checkpointed: bool):
             self.a, self.b = nn.Sequential(nn.Linear(d, d), nn.Tanh()), nn.Sequential(nn.Linear(d, d), nn.Tanh())
 
         def forward(self, x):
-            return self.a(x) + self.b(x)            # C = A + B
+            return self.a(x) + self.b(x)  # C = A + B
 
     ab, x = AB(), torch.randn(64, 256, requires_grad=True)
     with CallCounter(ab) as calls:
-        with SavedTensorMeter(ab) as meter:     # x counts: a checkpoint keeps its input
+        with SavedTensorMeter(ab) as meter:  # x counts: a checkpoint keeps its input
             c = checkpoint_region(ab, x) if checkpointed else ab(x)
         c.pow(2).mean().backward()
     status = {"x": "input", "C": "", "loss": ""}
@@ -40,8 +41,10 @@ def _abc(checkpointed: bool):
         status[node] = "recomputed" if calls.recomputed[mod] else ("kept" if kept else "dropped")
     notes = {"A": "", "B": ""}
     if not checkpointed:
-        notes = {n: fmt_bytes(sum(b for k, b in meter.by_module.items() if k.startswith(m)))
-                 for n, m in (("A", "a"), ("B", "b"))}
+        notes = {
+            n: fmt_bytes(sum(b for k, b in meter.by_module.items() if k.startswith(m)))
+            for n, m in (("A", "a"), ("B", "b"))
+        }
     return status, notes, meter.total_bytes
 
 
@@ -49,18 +52,30 @@ def _abc(checkpointed: bool):
 def graph_plain() -> go.Figure:
     from lab_utils.memory import fmt_bytes
     from lab_utils.plots.checkpointing import graph_figure
+
     status, notes, total = _abc(False)
-    return graph_figure(NODES, EDGES, status=status, notes=notes,
-                        title=f"Without checkpointing: x, A and B are kept ({fmt_bytes(total)}, measured)")
+    return graph_figure(
+        NODES,
+        EDGES,
+        status=status,
+        notes=notes,
+        title=f"Without checkpointing: x, A and B are kept ({fmt_bytes(total)}, measured)",
+    )
 
 
 @figure("checkpointing.graph_ckpt")
 def graph_ckpt() -> go.Figure:
     from lab_utils.memory import fmt_bytes
     from lab_utils.plots.checkpointing import graph_figure
+
     status, notes, total = _abc(True)
-    return graph_figure(NODES, EDGES, status=status, notes=notes,
-                        title=f"Checkpointed: only the input x is kept ({fmt_bytes(total)}); A, B re-run in backward")
+    return graph_figure(
+        NODES,
+        EDGES,
+        status=status,
+        notes=notes,
+        title=f"Checkpointed: only the input x is kept ({fmt_bytes(total)}); A, B re-run in backward",
+    )
 
 
 @figure("checkpointing.tradeoff")
@@ -79,12 +94,18 @@ def tradeoff() -> go.Figure:
     x = torch.randn(batch, width)
     blocks = profile_blocks(chain, x)
     act, inp, cost = blocks
-    rows = compare_strategies(chain, x, {"none": "none", "every block": "every block", "sqrt(N)": "sqrt(N)"},
-                              repeat=1, blocks=blocks)
+    rows = compare_strategies(
+        chain, x, {"none": "none", "every block": "every block", "sqrt(N)": "sqrt(N)"}, repeat=1, blocks=blocks
+    )
     base = rows[0]
-    points = [dict(name=r["name"], memory=r["peak_model"] / base["peak_model"],
-                   extra_flops=r["extra_flops"] / r["forward_flops"]) for r in rows]
+    points = [
+        dict(
+            name=r["name"],
+            memory=r["peak_model"] / base["peak_model"],
+            extra_flops=r["extra_flops"] / r["forward_flops"],
+        )
+        for r in rows
+    ]
     total_act, total_cost = sum(act), sum(cost)
     front = [(p.peak / total_act, p.recompute / total_cost) for p in optimal_front(act, inp, cost)]
-    return tradeoff_figure(points, front=front,
-                           title=f"Memory against recompute, {n} blocks (measured)")
+    return tradeoff_figure(points, front=front, title=f"Memory against recompute, {n} blocks (measured)")

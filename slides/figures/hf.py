@@ -1,4 +1,5 @@
 """Lab 4 figures: one tiny classification job through the Trainer and through an Accelerate loop."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -10,12 +11,14 @@ _CACHE: dict = {}
 
 def _job() -> dict:
     from lab_utils.env import pick
+
     return dict(n_train=pick(student=128, smoke=64), n_val=32, batch_size=8, grad_accum=4, epochs=1)
 
 
 def _pair() -> tuple[dict, dict]:
     if "pair" not in _CACHE:
         from lab_utils import hf
+
         hf.offline()
         _CACHE["pair"] = hf.run_trainer(**_job()), hf.run_accelerate(**_job())
     return _CACHE["pair"]
@@ -25,6 +28,7 @@ def _pair() -> tuple[dict, dict]:
 def loss_match() -> go.Figure:
     """The same micro-batch losses from the Trainer and from the Accelerate loop."""
     from lab_utils.plots.hf import loss_match as plot
+
     return plot(*_pair())
 
 
@@ -33,6 +37,7 @@ def sync_timeline() -> go.Figure:
     """What Accelerate does on each micro-batch of rank 0 of 2 real processes."""
     from lab_utils import hf, launch
     from lab_utils.plots.hf import sync_timeline as plot
+
     return plot(launch(hf.run_accelerate, 2, kwargs={**_job(), "expected_processes": 2}, timeout=300)[0])
 
 
@@ -41,9 +46,13 @@ def lr_schedules() -> go.Figure:
     """A linear schedule stepped on every micro-batch: prepared or not, sized in updates or not."""
     from lab_utils import hf_mechanics as mech
     from lab_utils.plots.hf import lr_schedules as plot
-    return plot({
-        "prepared, total = updates": mech.scheduler_lrs(micro_batches=16, grad_accum=4, prepared=True),
-        "not prepared, total = updates": mech.scheduler_lrs(micro_batches=16, grad_accum=4, prepared=False),
-        "prepared, total = micro-batches": mech.scheduler_lrs(micro_batches=16, grad_accum=4, prepared=True,
-                                                              total_steps=16),
-    })
+
+    return plot(
+        {
+            "prepared, total = updates": mech.scheduler_lrs(micro_batches=16, grad_accum=4, prepared=True),
+            "not prepared, total = updates": mech.scheduler_lrs(micro_batches=16, grad_accum=4, prepared=False),
+            "prepared, total = micro-batches": mech.scheduler_lrs(
+                micro_batches=16, grad_accum=4, prepared=True, total_steps=16
+            ),
+        }
+    )

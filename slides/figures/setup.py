@@ -1,4 +1,5 @@
 """Lab 0 figures: real ranks started from Python, as the setup check does."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -16,7 +17,7 @@ def allreduce() -> go.Figure:
     import lab_utils
     from lab_utils.plots import PALETTE, style
 
-    def contribute_and_sum():                    # nested: sent to the ranks by value
+    def contribute_and_sum():  # nested: sent to the ranks by value
         t = torch.tensor([dist.get_rank() + 1.0])
         dist.all_reduce(t)
         return t.item()
@@ -27,12 +28,19 @@ def allreduce() -> go.Figure:
         expected = world * (world + 1) / 2
         if any(s != expected for s in out):
             raise AssertionError(f"{world} ranks returned {list(out)}, expected {expected} on each")
-        fig.add_trace(go.Bar(x=[f"rank {r}" for r in range(world)], y=list(out), name=f"{world} ranks, {out.backend}, "
-                             f"{out.seconds:.1f} s", marker_color=PALETTE[i], text=[f"{s:g}" for s in out],
-                             textposition="auto"))
-        fig.add_hline(y=expected, line_dash="dot", annotation_text=f"1+...+{world} = {expected:g}",
-                      annotation_position="top left")
-    style(fig, title="all_reduce(rank + 1) on real processes: every rank gets the sum",
-          yaxis="value after all_reduce")
+        fig.add_trace(
+            go.Bar(
+                x=[f"rank {r}" for r in range(world)],
+                y=list(out),
+                name=f"{world} ranks, {out.backend}, {out.seconds:.1f} s",
+                marker_color=PALETTE[i],
+                text=[f"{s:g}" for s in out],
+                textposition="auto",
+            )
+        )
+        fig.add_hline(
+            y=expected, line_dash="dot", annotation_text=f"1+...+{world} = {expected:g}", annotation_position="top left"
+        )
+    style(fig, title="all_reduce(rank + 1) on real processes: every rank gets the sum", yaxis="value after all_reduce")
     fig.update_layout(barmode="group")
     return fig

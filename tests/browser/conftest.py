@@ -9,6 +9,7 @@ The browser is the distribution's Chromium (never a downloaded one), started wit
 closed network needs. Every request a page makes is recorded; anything that is not file:// or
 127.0.0.1 is aborted and fails the test. Screenshots go to artifacts/browser/ (not committed).
 """
+
 from __future__ import annotations
 
 import os
@@ -22,11 +23,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS", ROOT / "artifacts" / "browser"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage",
-         # any name but localhost fails to resolve at once: nothing can leave the machine
-         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    # any name but localhost fails to resolve at once: nothing can leave the machine
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE 127.0.0.1",
+]
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 ENABLED = os.environ.get("LAB_BROWSER_TESTS") == "1"
 
@@ -38,7 +47,8 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a browser: run `make browser-test` (LAB_BROWSER_TESTS=1)")
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here) and {"browser", "open_page", "server"} & set(
-                getattr(item, "fixturenames", ())):
+            getattr(item, "fixturenames", ())
+        ):
             item.add_marker(pytest.mark.slow)
             if not ENABLED:
                 item.add_marker(skip)
@@ -46,13 +56,15 @@ def pytest_collection_modifyitems(config, items):
 
 def is_local(url: str) -> bool:
     u = urlparse(url)
-    return u.scheme in ("file", "data", "blob", "about") or (u.scheme in ("http", "https", "ws", "wss")
-                                                           and u.hostname in LOCAL_HOSTS)
+    return u.scheme in ("file", "data", "blob", "about") or (
+        u.scheme in ("http", "https", "ws", "wss") and u.hostname in LOCAL_HOSTS
+    )
 
 
 @dataclass
 class PageLog:
     """What a page did: every request, the ones refused, console errors and uncaught exceptions."""
+
     requests: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
     console_errors: list[str] = field(default_factory=list)
@@ -70,9 +82,12 @@ class PageLog:
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} not found: run `bash slides/install_browser.sh` as root "
-                    "(Debian packages chromium, chromium-driver), or set CHROMIUM=/path/to/chromium")
+        pytest.fail(
+            f"{CHROMIUM} not found: run `bash slides/install_browser.sh` as root "
+            "(Debian packages chromium, chromium-driver), or set CHROMIUM=/path/to/chromium"
+        )
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
         try:
@@ -119,6 +134,7 @@ def artifacts() -> Path:
 
 def free_port() -> int:
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

@@ -1,5 +1,6 @@
 """The deck builder without a browser: sources parse, every figure a deck names is registered,
 and rendering puts slides, notes and figure JSON where deck.js and the browser tests expect them."""
+
 from __future__ import annotations
 
 import importlib
@@ -36,8 +37,10 @@ def test_render_slides_notes_and_figures(tmp_path, monkeypatch):
     fig.update_layout(title="T", sliders=[dict(steps=[dict(label="one", method="restyle", args=[{}])])])
     monkeypatch.setitem(b.figures._CACHE, "demo.bars", (fig, 0.0))
     src = tmp_path / "demo.md"
-    src.write_text("---\ntitle: Demo <deck>\nlab: none\n---\n# One\n\nNote:\nsay *this*\n\n---\n"
-                   "<!-- .slide: class=\"title\" -->\n## Two\n\n{{ figure: demo.bars height=300 }}\n")
+    src.write_text(
+        "---\ntitle: Demo <deck>\nlab: none\n---\n# One\n\nNote:\nsay *this*\n\n---\n"
+        '<!-- .slide: class="title" -->\n## Two\n\n{{ figure: demo.bars height=300 }}\n'
+    )
     deck = b.parse(src)
     assert deck.lab is None and deck.figure_names == ["demo.bars"] and len(deck.slides) == 2
     page = b.render(deck)
@@ -46,7 +49,7 @@ def test_render_slides_notes_and_figures(tmp_path, monkeypatch):
     assert page.count('<aside class="notes">') == 1 and "<em>this</em>" in page
     assert "Demo &lt;deck&gt;" in page
     payload = re.search(r'<script type="application/json" id="fig0">(.*?)</script>', page, re.S).group(1)
-    spec = json.loads(payload)                      # "</" was escaped, so the script did not end early
+    spec = json.loads(payload)  # "</" was escaped, so the script did not end early
     assert spec["data"][0]["name"] == "</script><b>x" and spec["layout"]["sliders"]
     assert "height" not in spec["layout"] and spec["layout"]["font"]["size"] >= b.FIGURE_FONT
     assert 'data-fig="fig0"' in page and "height:300px" in page

@@ -1,6 +1,7 @@
 """Every deck in slides/decks/ (found, not listed here), built by `make slides`, in real Chromium:
 each slide renders, each figure draws with plotly and answers the mouse, nothing logs an error and
 no request leaves the machine, from the file system and from a local web server."""
+
 from __future__ import annotations
 
 import functools
@@ -26,7 +27,7 @@ if not BUILD.is_absolute():
 def builder():
     spec = importlib.util.spec_from_file_location("slides_build", SLIDES / "build.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod                 # dataclasses look their module up there
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 
@@ -51,7 +52,10 @@ def figures_of(page, index: int) -> list[dict]:
     """Wait until the figures of slide ``index`` are drawn; their size and drawn traces."""
     page.wait_for_function(
         """i => [...document.querySelectorAll(`section[data-slide="${i}"] .plotly-slot`)]
-                 .every(s => s.dataset.drawn === 'done')""", arg=index, timeout=20_000)
+                 .every(s => s.dataset.drawn === 'done')""",
+        arg=index,
+        timeout=20_000,
+    )
     return page.evaluate(
         """i => [...document.querySelectorAll(`section[data-slide="${i}"] .plotly-slot`)].map(s => {
                const r = s.getBoundingClientRect();
@@ -59,7 +63,9 @@ def figures_of(page, index: int) -> list[dict]:
                        traces: (s._fullData || []).length,
                        marks: s.querySelectorAll('.trace, .point, .bars path, .table-control-view, .cell-rect').length,
                        svg: s.querySelectorAll('.main-svg').length};
-           })""", index)
+           })""",
+        index,
+    )
 
 
 def check_deck(page, log, name: str, shots: Path | None = None) -> dict:
@@ -74,12 +80,16 @@ def check_deck(page, log, name: str, shots: Path | None = None) -> dict:
             """i => { const s = document.querySelector(`section[data-slide="${i}"]`);
                       const r = s.getBoundingClientRect();
                       return {w: r.width, h: r.height, visible: getComputedStyle(s).display !== 'none',
-                              text: s.innerText.trim().length, present: s.classList.contains('present')}; }""", i)
+                              text: s.innerText.trim().length, present: s.classList.contains('present')}; }""",
+            i,
+        )
         assert box["present"] and box["visible"] and box["w"] > 100 and box["h"] > 100, f"{name} slide {i}: {box}"
         figs = figures_of(page, i)
         assert box["text"] > 0 or figs, f"{name} slide {i} shows nothing"
         for f in figs:
-            assert f["svg"] >= 1 and f["traces"] >= 1 and f["marks"] >= 1, f"{name} slide {i}: {f['name']} drew nothing: {f}"
+            assert f["svg"] >= 1 and f["traces"] >= 1 and f["marks"] >= 1, (
+                f"{name} slide {i}: {f['name']} drew nothing: {f}"
+            )
             assert f["w"] > 300 and f["h"] > 150, f"{name} slide {i}: figure {f['name']} is too small: {f}"
         seen_figures += [f["name"] for f in figs]
         if shots is not None and i < 3:
@@ -125,8 +135,11 @@ def test_figures_answer_the_mouse_when_scaled(name, open_page, artifacts):
             continue
         page.mouse.move(bb["x"] + bb["width"] / 2, bb["y"] + bb["height"] / 2)
         try:
-            page.wait_for_function("el => el.querySelectorAll('.hoverlayer .hovertext').length > 0",
-                                   arg=slot.element_handle(), timeout=2_000)
+            page.wait_for_function(
+                "el => el.querySelectorAll('.hoverlayer .hovertext').length > 0",
+                arg=slot.element_handle(),
+                timeout=2_000,
+            )
             hovered = True
             break
         except Exception:
@@ -149,7 +162,8 @@ def test_slider_figures_respond(open_page, artifacts):
             """() => [...document.querySelectorAll('section')].filter(sec =>
                    [...sec.querySelectorAll('.plotly-slot')].some(s =>
                        (JSON.parse(document.getElementById(s.dataset.fig).textContent).layout.sliders || []).length))
-               .map(sec => Number(sec.dataset.slide))""")
+               .map(sec => Number(sec.dataset.slide))"""
+        )
         for i in with_sliders:
             page.evaluate("i => Reveal.slide(i)", i)
             figures_of(page, i)
@@ -161,9 +175,10 @@ def test_slider_figures_respond(open_page, artifacts):
                 shown = "el => JSON.stringify([el.data.map(t => [t.x, t.y, t.visible]), el.layout.title])"
                 before = slot.evaluate(shown)
                 bb = rail.first.bounding_box()
-                page.mouse.click(bb["x"] + bb["width"] - 3, bb["y"] + bb["height"] / 2)   # the last step
-                page.wait_for_function(f"([el, b]) => ({shown})(el) !== b",
-                                       arg=[slot.element_handle(), before], timeout=5_000)
+                page.mouse.click(bb["x"] + bb["width"] - 3, bb["y"] + bb["height"] / 2)  # the last step
+                page.wait_for_function(
+                    f"([el, b]) => ({shown})(el) !== b", arg=[slot.element_handle(), before], timeout=5_000
+                )
                 page.screenshot(path=str(artifacts / f"{name}-slide{i}-slider-moved.png"))
         log.assert_clean()
     if not found:
@@ -209,8 +224,11 @@ def test_every_lab_can_be_presented_live():
     """Slide metadata on every cell of every lab, a new slide at least at each section (run
     `python slides/mark_slides.py labs/NN_lab.ipynb` to add it without touching outputs)."""
     import nbformat
+
     for path in sorted((ROOT / "labs").glob("[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
-        assert None not in kinds, f"{path.name}: cells without slide metadata: {[i for i, k in enumerate(kinds) if k is None]}"
+        assert None not in kinds, (
+            f"{path.name}: cells without slide metadata: {[i for i, k in enumerate(kinds) if k is None]}"
+        )
         assert kinds[0] == "slide" and kinds.count("slide") >= 3, f"{path.name}: {kinds.count('slide')} slides"

@@ -3,6 +3,7 @@ headless Chromium: JupyterLab on 127.0.0.1 with a token, a fresh copy of labs/ (
 notebooks are never rewritten), LAB_SIZE=smoke. For each lab: Run All Cells, no cell errors,
 every plotly figure drawn, every widget shown, and moving a widget changes its figure. The server
 is shut down through its API and nothing it started is left running."""
+
 from __future__ import annotations
 
 import json
@@ -25,9 +26,10 @@ RUN_TIMEOUT_S = float(os.environ.get("LAB_BROWSER_RUN_TIMEOUT", "420"))
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # every cell rendered (no windowing), so each figure and widget is in the page to be checked
-SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-            "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-                {"fetchNews": "false", "checkForUpdates": False}}
+SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
+}
 
 
 def _children() -> dict[int, list[int]]:
@@ -69,8 +71,9 @@ def alive(pids) -> set[int]:
 class Server:
     def __init__(self, tmp: Path):
         self.root = tmp / "root"
-        shutil.copytree(ROOT / "labs", self.root / "labs",
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        shutil.copytree(
+            ROOT / "labs", self.root / "labs", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+        )
         settings = tmp / "settings"
         for rel, value in SETTINGS.items():
             path = settings / rel
@@ -79,18 +82,34 @@ class Server:
         self.token, self.port = secrets.token_hex(16), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         jupyter = Path(sys.executable).with_name("jupyter")
-        cmd = [str(jupyter), "lab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-               f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.port_retries=0", "--LabApp.expose_app_in_browser=True",
-               f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        cmd = [
+            str(jupyter),
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--ServerApp.port_retries=0",
+            "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+            "--LabApp.news_url=None",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
-        env = dict(os.environ, LAB_SIZE="smoke", PYTHONUNBUFFERED="1", JUPYTER_CONFIG_DIR=str(tmp / "config"),
-                   JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+        env = dict(
+            os.environ,
+            LAB_SIZE="smoke",
+            PYTHONUNBUFFERED="1",
+            JUPYTER_CONFIG_DIR=str(tmp / "config"),
+            JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+        )
         self.log = open(tmp / "jupyter.log", "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.root,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.root, start_new_session=True
+        )
         self.family: set[int] = set()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -108,8 +127,7 @@ class Server:
         return Path(self.log.name).read_text()[-3000:]
 
     def api(self, method: str, path: str):
-        req = urllib.request.Request(self.url + path, method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(self.url + path, method=method, headers={"Authorization": f"token {self.token}"})
         with urllib.request.urlopen(req, timeout=10) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -135,7 +153,7 @@ class Server:
         deadline = time.monotonic() + 15
         while (left := alive(self.family)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        for p in left:                       # leave nothing behind, but report it
+        for p in left:  # leave nothing behind, but report it
             try:
                 os.kill(p, signal.SIGKILL)
             except OSError:
@@ -224,7 +242,7 @@ def move_widget(page, node) -> str | None:
     handle = node.locator(".widget-slider .noUi-handle, .widget-hslider .noUi-handle")
     if handle.count():
         handle.first.focus()
-        handle.first.press("ArrowRight")                # noUiSlider: one step (cheap to recompute)
+        handle.first.press("ArrowRight")  # noUiSlider: one step (cheap to recompute)
         return "slider"
     select = node.locator(".widget-dropdown select")
     if select.count():
@@ -264,8 +282,11 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
         if not c["plotly"]:
             continue
         node = cell_node(page, c["index"])
-        page.wait_for_function(f"i => ({FIGS_JS})(i).filter(f => f.svg > 0 && f.w > 100 && f.h > 100).length >= "
-                               f"{c['plotly']}", arg=c["index"], timeout=30_000)
+        page.wait_for_function(
+            f"i => ({FIGS_JS})(i).filter(f => f.svg > 0 && f.w > 100 && f.h > 100).length >= {c['plotly']}",
+            arg=c["index"],
+            timeout=30_000,
+        )
         if not shot:
             node.locator(".jp-OutputArea").first.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-figure.png"))
             shot = True
@@ -278,10 +299,12 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
         page.wait_for_function(
             "i => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
             ".querySelectorAll('.jupyter-widgets, .widget-output, .js-plotly-plot').length > 0",
-            arg=c["index"], timeout=30_000)
+            arg=c["index"],
+            timeout=30_000,
+        )
         figs = page.evaluate(FIGS_JS, c["index"])
         if not figs:
-            continue                                     # a widget without a figure (a progress bar)
+            continue  # a widget without a figure (a progress bar)
         page.wait_for_function(f"i => ({FIGS_JS})(i).every(f => f.svg > 0)", arg=c["index"], timeout=30_000)
         before = [f["data"] for f in figs]
         moved = move_widget(page, node)
@@ -290,20 +313,26 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
             page.wait_for_function(
                 f"([i, before]) => {{ const now = ({FIGS_JS})(i).map(f => f.data);"
                 " return now.length > 0 && JSON.stringify(now) !== JSON.stringify(before); }",
-                arg=[c["index"], before], timeout=90_000)
+                arg=[c["index"], before],
+                timeout=90_000,
+            )
         except Exception as err:
             node.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-widget-{c['index']}-unchanged.png"))
-            raise AssertionError(f"{lab} cell {c['index']}: moved the {moved}, the figure did not change "
-                                 f"within 90 s ({type(err).__name__})") from None
+            raise AssertionError(
+                f"{lab} cell {c['index']}: moved the {moved}, the figure did not change "
+                f"within 90 s ({type(err).__name__})"
+            ) from None
         node.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-widget-{c['index']}.png"))
         page.wait_for_timeout(500)
         after = page.evaluate(FIGS_JS, c["index"])
-        assert len(after) == len(figs), (f"{lab} cell {c['index']}: moving the {moved} turned {len(figs)} figure(s) "
-                                         f"into {len(after)}: the old one should be replaced, not kept")
+        assert len(after) == len(figs), (
+            f"{lab} cell {c['index']}: moving the {moved} turned {len(figs)} figure(s) "
+            f"into {len(after)}: the old one should be replaced, not kept"
+        )
 
     # jupyterlab-plotly's renderer redraws then resizes a figure; when a widget has just replaced
     # that figure, the resize rejects with this message (a race in the renderer, not in the lab)
     log.page_errors = [e for e in log.page_errors if e != "Resize must be passed a displayed plot div element."]
     log.assert_clean()
-    for session in server.api("GET", "/api/sessions"):       # free the kernel before the next lab
+    for session in server.api("GET", "/api/sessions"):  # free the kernel before the next lab
         server.api("DELETE", f"/api/sessions/{session['id']}")
