@@ -1,17 +1,47 @@
 """Checks that teach: one friendly line when a claim holds, an AssertionError with a hint when not.
 
-from lab_utils.checks import cmp, check, params_close
-cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
-check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
+    from lab_utils.checks import cmp, check, params_close, grader
+    cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
+    check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
+
+Exercises are graded by functions decorated with ``grader`` (each topic's ``exercises.py``):
+
+    @grader("Exercise 1 - checkpoint with saved-tensor hooks", hint="reread section 2")
+    def check_hooks(checkpoint_fn):
+        ...measure, then assert ...            # a failed assert is the student's ✗
+        return "1 forward recomputed"          # optional detail for the ✓ line
+
+A grader prints exactly one of three lines: ``○ ... not attempted yet`` when an argument is
+still the stub ``...`` or the student's code still raises ``NotImplementedError`` (Run All goes
+on), ``✓ ...`` when the measurement agrees, and raises ``AssertionError('✗ ...')`` with the
+hint when it does not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
-__all__ = ["cmp", "check", "max_abs_diff", "params_close", "param_max_diff"]
+__all__ = [
+    "cmp",
+    "check",
+    "max_abs_diff",
+    "params_close",
+    "param_max_diff",
+    "fingerprint",
+    "grader",
+    "NOT_ATTEMPTED",
+    "PASSED",
+    "FAILED",
+]
+
+NOT_ATTEMPTED = "○"  # the three marks a grader prints; tests look for them
+PASSED = "✓"
+FAILED = "✗"
 
 
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -56,3 +86,56 @@ def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Modu
 def params_close(a, b, *, atol: float = 1e-6) -> bool:
     """True when every matching parameter differs by at most ``atol``."""
     return param_max_diff(a, b) <= atol
+
+
+def fingerprint(params: torch.nn.Module | Iterable[torch.Tensor], digits: int = 12) -> str:
+    """A short hex digest of parameter values (exact bits): equal on two ranks means equal models."""
+    tensors = list(params.parameters()) if isinstance(params, torch.nn.Module) else list(params)
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:digits]
+
+
+def _unattempted(value: Any) -> bool:
+    return value is Ellipsis or (isinstance(value, (list, tuple)) and any(v is Ellipsis for v in value))
+
+
+def _raised_stub(err: BaseException) -> bool:
+    """True for the stub's NotImplementedError, raised here or inside a rank (launch's RankError)."""
+    while err is not None:
+        if isinstance(err, NotImplementedError) or getattr(err, "exc_type", "") == "NotImplementedError":
+            return True
+        err = err.__cause__ or err.__context__
+    return False
+
+
+def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
+    """Turn ``check(*student_things)`` into an exercise grader that prints ○, ✓ or raises ✗.
+
+    The wrapped function measures the student's code and asserts; it may return a short detail
+    for the ✓ line. ``hint`` says which section to reread when the attempt is wrong. The grader
+    returns the mark it printed (``NOT_ATTEMPTED`` or ``PASSED``)."""
+
+    def wrap(check_fn: Callable[..., str | None]) -> Callable[..., str]:
+        @functools.wraps(check_fn)
+        def graded(*args: Any, **kwargs: Any) -> str:
+            if any(_unattempted(v) for v in (*args, *kwargs.values())):
+                print(f"{NOT_ATTEMPTED} {title}: not attempted yet. Fill in the `...` above; hint: {hint}")
+                return NOT_ATTEMPTED
+            try:
+                detail = check_fn(*args, **kwargs)
+            except AssertionError as err:
+                raise AssertionError(f"{FAILED} {title}: {err}\n  hint: {hint}") from None
+            except Exception as err:  # noqa: BLE001 - the stub's NotImplementedError is not an error
+                if _raised_stub(err):
+                    print(f"{NOT_ATTEMPTED} {title}: not attempted yet. Write the code above; hint: {hint}")
+                    return NOT_ATTEMPTED
+                raise
+            print(f"{PASSED} {title}" + (f": {detail}" if detail else ""))
+            return PASSED
+
+        graded.title = title  # type: ignore[attr-defined]
+        return graded
+
+    return wrap

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "bars", "lines", "simulated", "PALETTE"]
+__all__ = ["style", "bars", "lines", "simulated", "slider_over", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -80,3 +80,38 @@ def lines(
     if log_y:
         fig.update_yaxes(type="log")
     return fig
+
+
+def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
+    """One figure with a plotly slider choosing among ``figs`` (same kind of figure, e.g. one per
+    network link): the traces of the chosen one are shown and its title is used. This is how a
+    lab's ipywidgets explorer becomes interactive in a static deck, with the lab's own figures."""
+    names = list(figs)
+    first = figs[names[0]]
+    out = go.Figure(layout=first.layout)
+    owner: list[int] = []
+    for i, name in enumerate(names):
+        for tr in figs[name].data:
+            out.add_trace(tr.update(visible=(i == 0)))
+            owner.append(i)
+    steps = [
+        dict(
+            method="update",
+            label=name,
+            args=[{"visible": [o == i for o in owner]}, {"title.text": figs[name].layout.title.text}],
+        )
+        for i, name in enumerate(names)
+    ]
+    out.update_layout(
+        sliders=[
+            dict(
+                active=0,
+                steps=steps,
+                currentvalue=dict(prefix=f"{label}: " if label else ""),
+                pad=dict(t=60),
+                len=0.9,
+                x=0.05,
+            )
+        ]
+    )
+    return out

@@ -1,0 +1,74 @@
+"""Both sides of every exercise, for any lab that has one (no test code per exercise):
+
+- as shipped, the lab's exercise cells are the stubbed solutions (one source, no drift), and the
+  stored run of each check cell says "not attempted" and shows no ✓ (nbval re-runs the lab and
+  compares, so a fresh run says the same);
+- with the solutions filled in, the lab's setup, exercise and check cells run in a fresh kernel
+  and every check prints ✓;
+- every lab has at least three exercises in which the student writes code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from lab_utils import solutions
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+
+LABS = sorted(solutions.LABS.glob("[0-9][0-9]_*.ipynb"))
+MIN_CODE_EXERCISES = 3
+
+
+def _tags(cell) -> set[str]:
+    return set(cell.metadata.get("tags", []))
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_lab_has_code_exercises(lab: Path):
+    sols = solutions.read_solutions(solutions.solutions_file(lab))
+    # A code exercise stubs a function body (an indented region) rather than a value to predict.
+    code = [ex for ex in sols.values() if "raise NotImplementedError()" in ex.student]
+    assert len(code) >= MIN_CODE_EXERCISES, (
+        f"{lab.name}: {len(code)} exercises where the student writes code ({sorted(e.id for e in code)}); "
+        f"every lab needs at least {MIN_CODE_EXERCISES}"
+    )
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_exercise_cells_are_the_stubbed_solutions(lab: Path):
+    assert solutions.drift(lab) == [], "run: python -m lab_utils.solutions sync"
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_shipped_lab_says_not_attempted(lab: Path):
+    nb = nbformat.read(lab, as_version=4)
+    cells = solutions.exercise_cells(nb)
+    checks = [c for c in nb.cells if "exercise-check" in _tags(c)]
+    assert len(checks) == len(cells), f"{lab.name}: {len(cells)} exercises but {len(checks)} check cells"
+    for cell in checks:
+        out = _text(cell)
+        assert NOT_ATTEMPTED in out and "not attempted" in out, f"stored check says {out!r}"
+        assert PASSED not in out and FAILED not in out, f"a shipped exercise shows a verdict: {out!r}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_solutions_pass_their_checks(lab: Path, monkeypatch):
+    from nbclient import NotebookClient
+
+    nb = solutions.grading_cells(solutions.solved_notebook(lab))
+    n_checks = sum("exercise-check" in _tags(c) for c in nb.cells)
+    monkeypatch.setenv("LAB_SIZE", "smoke")  # the kernel inherits it
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(lab.parent)}}).execute()
+    printed = [_text(c) for c in nb.cells if "exercise-check" in _tags(c)]
+    passed = [p for p in printed if PASSED in p]
+    assert len(passed) == n_checks, "checks that did not pass with the solutions:\n" + "\n".join(
+        p for p in printed if PASSED not in p
+    )
