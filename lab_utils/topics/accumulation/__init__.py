@@ -1,0 +1,31 @@
+"""Lab 2, gradient accumulation by hand: windows, losses as sums, the large-batch reference,
+figures and exercise graders. The loops themselves are written in the lab's cells.
+
+    from lab_utils.topics import accumulation
+    accumulation.windows(micro_batches, 4)                 # windows.py: K micro-batches per update
+    accumulation.num_updates(50, 8, epochs=3)              #   updates a scheduler must plan for
+    accumulation.concat_batches(window)                    #   a window as one large batch
+    accumulation.mse_sum(model, mb), accumulation.count_items(mb)          # losses.py: sums and
+    accumulation.lm_token_loss_sum(model, mb), accumulation.count_tokens(mb)  # the counts
+    accumulation.reference.train_large_batch(model, opt, micro_batches, 4, loss_sum=...)  # reference.py
+    accumulation.figures.gap(gaps)                         # figures.py: the lab's plotly figures
+    accumulation.exercises.check_token_loss(token_loss)    # exercises.py: the graders
+"""
+
+from lab_utils.topics.accumulation import exercises, figures, reference
+from lab_utils.topics.accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
+from lab_utils.topics.accumulation.windows import concat_batches, num_updates, window_sizes, windows
+
+__all__ = [
+    "exercises",
+    "figures",
+    "reference",
+    "windows",
+    "window_sizes",
+    "num_updates",
+    "concat_batches",
+    "count_items",
+    "count_tokens",
+    "mse_sum",
+    "lm_token_loss_sum",
+]

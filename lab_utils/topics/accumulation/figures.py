@@ -1,0 +1,167 @@
+"""Lab 2's figures: plain functions, measured numbers in, a plotly figure out.
+
+from lab_utils.topics.accumulation import figures
+figures.gap({"plain loop": 3e-17, "forgot / K": 0.02})          # distance to one large batch
+figures.token_weight([120, 40, 75, 90])                         # tokens per micro-batch
+figures.learning_rates({"per update": lrs_a, "per micro-batch": lrs_b})
+figures.memory_speed([1, 2, 4], [1e6, 2e6, 4e6], [50, 80, 95])   # sizes, bytes, samples/s
+figures.seed_table(rows)                                        # seed 002's table, measured here
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab_utils.plots import style
+
+__all__ = ["SETUPS", "gap", "token_weight", "learning_rates", "memory_speed", "seed_table"]
+
+# The three setups of the seed's table, measured on the current device.
+SETUPS = ("batch B", "B/K x K", "B/K x K + checkpointing")
+
+_OK, _BAD = "#2a9d8f", "#e76f51"
+
+
+def gap(
+    gaps: Mapping[str, float],
+    *,
+    tolerance: float = 1e-12,
+    floor: float = 1e-18,
+    title: str = "Distance to one large batch after training",
+) -> go.Figure:
+    """Horizontal bars, log scale: the largest parameter difference between each loop and the
+    large-batch reference. Bars under ``tolerance`` (a dotted line) are green, the rest red;
+    exact zeros are drawn at ``floor``."""
+    names = list(gaps)
+    vals = [max(float(gaps[n]), floor) for n in names]
+    colors = [_OK if gaps[n] <= tolerance else _BAD for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=vals,
+            y=names,
+            orientation="h",
+            marker_color=colors,
+            text=[f"{gaps[n]:.1e}" for n in names],
+            textposition="outside",
+            hovertemplate="%{y}: %{x:.2e}<extra></extra>",
+        )
+    )
+    style(fig, title=title, xaxis="max |parameter difference| (log)", height=120 + 38 * len(names))
+    fig.add_vline(x=tolerance, line_dash="dot", annotation_text=f"tolerance {tolerance:g}")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(margin=dict(l=10, r=60), showlegend=False)
+    return fig
+
+
+def token_weight(
+    tokens_per_micro_batch: Sequence[int], *, title: str = "How much one token counts, relative to one large batch"
+) -> go.Figure:
+    """For micro-batches holding N_i labelled tokens (one window, K = their number): a token's
+    weight under mean-of-means, 1 / (K N_i), divided by its weight in one large batch, 1 / sum N.
+    Bars above 1: tokens of short micro-batches count too much; the fix puts every bar at 1."""
+    n = list(tokens_per_micro_batch)
+    if not n or min(n) < 1:
+        raise ValueError(f"token_weight({n}): need at least one micro-batch, each with >= 1 token")
+    k, total = len(n), sum(n)
+    rel = [total / (k * ni) for ni in n]
+    labels = [f"micro-batch {i} ({ni} tokens)" for i, ni in enumerate(n)]
+    fig = go.Figure(
+        [
+            go.Bar(name="mean of means (loss / K)", x=labels, y=rel, marker_color=_BAD),
+            go.Bar(name="token sum / window tokens", x=labels, y=[1.0] * k, marker_color=_OK),
+        ]
+    )
+    style(fig, title=title, yaxis="weight per token / large-batch weight")
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def learning_rates(
+    lrs: Mapping[str, Sequence[float]], *, title: str = "Learning rate at each optimizer update"
+) -> go.Figure:
+    """One line per run: the learning rate each update used."""
+    # later runs drawn thinner and dashed, so a run that coincides with another stays visible
+    dashes, widths = ("solid", "dash", "dot", "dashdot"), (6, 4, 2, 2)
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=list(range(len(v))),
+                y=list(v),
+                mode="lines+markers",
+                name=name,
+                line=dict(dash=dashes[i % 4], width=widths[i % 4]),
+            )
+            for i, (name, v) in enumerate(lrs.items())
+        ]
+    )
+    return style(fig, title=title, xaxis="optimizer update", yaxis="learning rate")
+
+
+def memory_speed(
+    micro_batch_sizes: Sequence[int],
+    peak_bytes: Sequence[float],
+    samples_per_s: Sequence[float],
+    *,
+    effective_batch: int | None = None,
+    device: str = "cpu",
+    memory_label: str = "peak activation memory (MiB)",
+) -> go.Figure:
+    """Two panels against the micro-batch size (log2 axis) at a fixed effective batch: the peak
+    memory of one micro-batch's forward/backward, and training throughput."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(memory_label, f"samples/s on {device}"))
+    x = list(micro_batch_sizes)
+    fig.add_trace(
+        go.Scatter(x=x, y=[b / 2**20 for b in peak_bytes], mode="lines+markers", name="memory", marker_color=_OK), 1, 1
+    )
+    fig.add_trace(
+        go.Scatter(x=x, y=list(samples_per_s), mode="lines+markers", name="throughput", marker_color=_BAD), 1, 2
+    )
+    suffix = f" (effective batch {effective_batch})" if effective_batch else ""
+    style(fig, title="Smaller micro-batches: less memory, fewer samples/s" + suffix)
+    fig.update_xaxes(type="log", dtick=0.30103, title_text="micro-batch size (log)")
+    fig.update_yaxes(rangemode="tozero")
+    fig.update_layout(showlegend=False)
+    return fig
+
+
+def seed_table(
+    measured: Sequence[Mapping[str, float]],
+    *,
+    setups: Sequence[str] = SETUPS,
+    device: str = "cpu",
+    memory_key: str = "peak_bytes",
+) -> go.Figure:
+    """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
+    ``device``: the shape of the seed's table (accumulation trades time for memory).
+
+    ``measured``: rows in the order of ``setups``, each with ``seconds`` and ``memory_key``."""
+    setups = list(setups)
+    if len(measured) != len(setups):
+        raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
+    name = f"measured here ({device})"
+    t0, m0 = measured[0]["seconds"], measured[0][memory_key]
+    fig.add_trace(
+        go.Bar(name=name, x=setups, y=[r["seconds"] / t0 for r in measured], marker_color=_OK, legendgroup=name), 1, 1
+    )
+    fig.add_trace(
+        go.Bar(
+            name=name,
+            x=setups,
+            y=[r[memory_key] / m0 for r in measured],
+            marker_color=_OK,
+            legendgroup=name,
+            showlegend=False,
+        ),
+        1,
+        2,
+    )
+    style(fig, title="Accumulation trades time for memory (relative to batch B)", height=460)
+    fig.add_hline(y=1.0, line_dash="dot")
+    fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0), margin=dict(b=90))
+    return fig
