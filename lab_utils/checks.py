@@ -39,9 +39,17 @@ __all__ = [
     "FAILED",
 ]
 
-NOT_ATTEMPTED = "○"  # the three marks a grader prints; tests look for them
-PASSED = "✓"
-FAILED = "✗"
+
+class Mark(str):
+    """A grader's verdict: compares equal to its mark, shows nothing as a cell's last value."""
+
+    def _ipython_display_(self) -> None:  # the grader already printed its line
+        pass
+
+
+NOT_ATTEMPTED = Mark("○")  # the three marks a grader prints; tests look for them
+PASSED = Mark("✓")
+FAILED = Mark("✗")
 
 
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:

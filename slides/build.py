@@ -11,13 +11,15 @@ A deck source is Markdown written for a projector:
     lab: 01_gradient_checkpointing.ipynb
     ---
     # Keep or recompute?                   slides are separated by a line holding only ---
-    {{ figure: checkpointing.graph }}      a figure from figures/checkpointing.py, built now
+    {{ figure: graph_plain }}              the lab's cell tagged figure:graph_plain (its stored output)
+    {{ figure: 03/comm height=520 }}       a figure of lab 03 (for decks of no lab, the overview)
     Note: what to say                      everything after Note: goes to the speaker view (S)
 
-Figures come from registered builder functions (see figures/__init__.py) that run small real
-experiments with lab_utils and call the labs' own plot functions; they are embedded as plotly JSON
-and drawn in the browser, so they keep hover, legends and sliders. Nothing is loaded from the
-network: reveal.js is vendored by fetch_assets.sh, plotly.js is copied from the pip package here.
+Figures are the labs' own: the stored output of a lab cell tagged ``figure:<name>`` (see
+lab_figures.py), so a deck never shows a figure its lab does not, and building runs nothing. They
+are embedded as plotly JSON and drawn in the browser, so they keep hover, legends and sliders.
+Nothing is loaded from the network: reveal.js is vendored by fetch_assets.sh, plotly.js is copied
+from the pip package here. After changing a lab, `make execute NB=...` stores its figures anew.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 
 import mistune
 import plotly
+import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
@@ -43,10 +46,10 @@ HERE = Path(__file__).resolve().parent
 DECKS = HERE / "decks"
 ASSETS_SRC = HERE / "assets"
 sys.path.insert(0, str(HERE))
-import figures  # noqa: E402  (slides/figures/, found through the path above)
+import lab_figures  # noqa: E402  (slides/lab_figures.py, found through the path above)
 
 SEPARATOR = re.compile(r"^---[ \t]*$", re.M)
-FIGURE = re.compile(r"^\{\{\s*figure:\s*([\w.]+)((?:\s+\w+=[\w.%-]+)*)\s*\}\}[ \t]*$", re.M)
+FIGURE = re.compile(r"^\{\{\s*figure:\s*([\w/]+)((?:\s+\w+=[\w.%-]+)*)\s*\}\}[ \t]*$", re.M)
 SLIDE_ATTRS = re.compile(r"^<!--\s*\.slide:(.*?)-->\s*\n?", re.S)
 NOTE = re.compile(r"^Note:[ \t]*", re.M)
 FIGURE_FONT = 18  # px: readable from the back of a room
@@ -100,11 +103,11 @@ def discover(names: list[str] | None = None) -> list[Deck]:
     return sorted(decks, key=lambda d: (d.lab is not None, d.name))  # decks of no lab (overview) first
 
 
-def figure_html(name: str, options: str, fig_id: str) -> tuple[str, str]:
+def figure_html(name: str, options: str, fig_id: str, lab: str | None = None) -> tuple[str, str]:
     """A placeholder div (drawn by deck.js when its slide is shown) and the figure's JSON."""
     opts = dict(o.split("=", 1) for o in options.split())
-    fig, _ = figures.get(name)
-    fig = type(fig)(fig)  # a copy: the cached figure may be shown again
+    spec = lab_figures.figure(name, default_lab=lab)
+    fig = go.Figure(data=spec.get("data", []), layout=spec.get("layout", {}), frames=spec.get("frames") or None)
     fig.update_layout(width=None, height=None, autosize=True)
     size = (fig.layout.font.size or 12) if fig.layout.font else 12
     fig.update_layout(font_size=max(size, FIGURE_FONT))
@@ -139,7 +142,7 @@ def render_slide(source: str, deck: Deck, index: int, scripts: list[str]) -> str
 
     def replace(match: re.Match) -> str:
         fig_id = f"fig{len(scripts)}"
-        div, script = figure_html(match.group(1), match.group(2), fig_id)
+        div, script = figure_html(match.group(1), match.group(2), fig_id, deck.lab)
         scripts.append(script)
         return div
 
@@ -225,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
                 "slides": len(deck.slides),
                 "figures": len(deck.figure_names),
                 "figure_names": deck.figure_names,
-                "figure_seconds": {n: round(figures.get(n)[1], 2) for n in deck.figure_names},
                 "seconds": round(seconds, 2),
             }
         )

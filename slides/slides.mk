@@ -8,8 +8,8 @@ BROWSER_TEST_OUT ?= build/slides-test
 .PHONY: slides slides-pdf browser-test
 
 # reveal.js is vendored from the npm registry (pinned by slides/package-lock.json, cached in
-# ~/.npm); plotly.js comes from the pip package. Figures run their experiments at LAB_SIZE
-# (default: the student size, as in the labs).
+# ~/.npm); plotly.js comes from the pip package. Figures are the labs' stored figures (cells
+# tagged figure:<name>), so building runs no experiment.
 slides: $(STAMP)
 	SLIDES_BUILD=$(SLIDES_OUT) bash slides/fetch_assets.sh
 	$(BIN)/python slides/build.py --out $(SLIDES_OUT) $(DECKS)
@@ -17,11 +17,11 @@ slides: $(STAMP)
 slides-pdf: slides
 	$(BIN)/python slides/pdf.py --out $(SLIDES_OUT) $(DECKS)
 
-# Builds the decks at the smoke size into a scratch folder (your slides/build is left alone),
+# Builds the decks into a scratch folder (your slides/build is left alone),
 # then runs tests/browser: every deck from file:// and a local server, every lab in JupyterLab.
 # Screenshots: artifacts/browser/.
 browser-test: $(STAMP)
 	SLIDES_BUILD=$(BROWSER_TEST_OUT) bash slides/fetch_assets.sh
-	LAB_SIZE=smoke $(BIN)/python slides/build.py --out $(BROWSER_TEST_OUT)
+	$(BIN)/python slides/build.py --out $(BROWSER_TEST_OUT)
 	LAB_BROWSER_TESTS=1 SLIDES_BUILD=$(BROWSER_TEST_OUT) $(BIN)/python -m pytest tests/browser \
 		-p no:cacheprovider $(PYTEST_ARGS)

@@ -1,0 +1,90 @@
+"""Graders of lab 0's exercises: three rank functions the student writes, run on real ranks.
+
+    from lab_utils.topics.setup import exercises
+    exercises.check_mean(mean_across_ranks)      # ○ not attempted / ✓ / ✗ with a hint
+
+Each grader launches the student's function on 3 real processes (gloo) with inputs that
+differ per rank, and compares what every rank returned with what the collective must give.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lab_utils.checks import grader
+from lab_utils.launch import launch
+
+__all__ = ["check_mean", "check_broadcast", "check_gather"]
+
+WORLDS = (3,)  # three ranks: a hard-coded 1/2 or a two-rank shortcut fails
+
+
+def _values(world: int) -> list[torch.Tensor]:
+    """The tensor each rank starts from: distinct per rank, not symmetric around anything."""
+    return [torch.tensor([1.0 + 3.0 * r, -2.0 + r * r, 0.5 * (r + 1)]) for r in range(world)]
+
+
+def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor], world_values: list[list[float]]) -> list[Any]:
+    x = torch.tensor(world_values[dist.get_rank()])
+    out = fn(x.clone())
+    return out.tolist() if isinstance(out, torch.Tensor) else out
+
+
+@grader(
+    "Exercise 1 · the mean of a tensor across ranks",
+    hint="reread 'Real ranks from a notebook cell': all_reduce sums in place; DDP averages gradients the same way",
+)
+def check_mean(mean_across_ranks: Callable[[torch.Tensor], torch.Tensor]) -> str:
+    for world in WORLDS:
+        values = _values(world)
+        expected = torch.stack(values).mean(0)
+        got = launch(_run_mean, world, args=(mean_across_ranks, [v.tolist() for v in values]), timeout=60)
+        for rank, out in enumerate(got):
+            assert isinstance(out, list) and len(out) == 3, f"{world} ranks: rank {rank} returned {out!r}, not a tensor"
+            assert torch.allclose(torch.tensor(out), expected, atol=1e-6), (
+                f"{world} ranks: rank {rank} returned {[round(v, 3) for v in out]}, "
+                f"the mean is {[round(v, 3) for v in expected.tolist()]}"
+            )
+    return f"every rank holds the mean on {WORLDS[-1]} ranks"
+
+
+def _run_broadcast(fn: Callable[[int], int]) -> int:
+    return int(fn(1000 + 7 * dist.get_rank()))
+
+
+@grader(
+    "Exercise 2 · rank 0 decides, every rank follows (broadcast)",
+    hint="reread 'Real ranks from a notebook "
+    "cell': a collective is called by every rank; dist.broadcast(t, src=0) overwrites t on the others",
+)
+def check_broadcast(agree_on_seed: Callable[[int], int]) -> str:
+    for world in WORLDS:
+        got = list(launch(_run_broadcast, world, args=(agree_on_seed,), timeout=60))
+        assert got == [1000] * world, f"{world} ranks returned {got}; each should hold rank 0's seed 1000"
+    return "every rank uses rank 0's seed"
+
+
+def _run_gather(fn: Callable[[dict], list]) -> list:
+    return fn({"rank": dist.get_rank(), "pid": os.getpid()})
+
+
+@grader(
+    "Exercise 3 · every rank learns about every other (all_gather_object)",
+    hint="reread 'Real ranks from a "
+    "notebook cell': dist.all_gather_object fills a list of world_size entries on every rank",
+)
+def check_gather(who_is_there: Callable[[dict], list]) -> str:
+    for world in WORLDS:
+        got = launch(_run_gather, world, args=(who_is_there,), timeout=60)
+        for rank, out in enumerate(got):
+            assert isinstance(out, list), f"{world} ranks: rank {rank} returned {type(out).__name__}, not a list"
+            ranks = [item.get("rank") if isinstance(item, dict) else item for item in out]
+            assert ranks == list(range(world)), f"{world} ranks: rank {rank} sees ranks {ranks}, not 0..{world - 1}"
+            pids = {item.get("pid") for item in out if isinstance(item, dict)}
+            assert len(pids) == world, f"{world} ranks: rank {rank} sees {len(pids)} distinct processes, not {world}"
+    return "each rank sees all ranks, in rank order, in distinct processes"
