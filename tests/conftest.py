@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 import uuid
 
@@ -43,13 +45,22 @@ def wait_no_ranks(timeout: float = 10.0) -> list[tuple[int, str]]:
     return left
 
 
+def kill(found: list[tuple[int, str]]) -> None:
+    for pid, _ in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
 def no_orphans():
-    """Fails the test if any rank process is still alive shortly after it."""
-    assert not rank_processes(), "rank processes were alive before the test started"
+    """Fails the test if any rank process is still alive shortly after it, and kills what it left,
+    so one leak fails one test instead of every test after it."""
+    kill(rank_processes())  # left by an earlier test, which has already failed for it
     yield
     left = wait_no_ranks()
-    assert not left, f"processes left behind: {left}"
+    if left:
+        kill(left)
+        pytest.fail(f"processes left behind (now killed): {left}")
 
 
 def cuda_count() -> int:

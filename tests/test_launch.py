@@ -136,7 +136,10 @@ def test_timeout_also_kills_what_a_rank_started():
 
 
 INTERRUPTED = textwrap.dedent("""
-    import time
+    import signal, time
+    # A kernel turns Ctrl-C into KeyboardInterrupt. Say so explicitly: a process started from a
+    # script's background job inherits SIGINT *ignored*, and would then never see the signal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from lab_utils import launch
     def slow():
         time.sleep(600)
@@ -149,14 +152,18 @@ INTERRUPTED = textwrap.dedent("""
 def test_interrupt_or_killed_caller_leaves_nothing(how):
     """Ctrl-C in a cell (SIGINT: KeyboardInterrupt) or a killed kernel (SIGKILL)."""
     proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "start"
-    deadline = time.monotonic() + 30
-    while len(rank_processes()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(rank_processes()) == 2, "the ranks never started"
-    proc.send_signal(getattr(signal, how))
-    proc.wait(timeout=30)
-    assert not wait_no_ranks(30)
+    try:
+        assert proc.stdout.readline().strip() == "start"
+        deadline = time.monotonic() + 30
+        while len(rank_processes()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(rank_processes()) == 2, "the ranks never started"
+        proc.send_signal(getattr(signal, how))
+        proc.wait(timeout=30)
+        assert not wait_no_ranks(30)
+    finally:
+        proc.kill()  # never leave the caller behind, whatever failed above
+        proc.wait()
 
 
 @pytest.mark.parametrize(
