@@ -7,14 +7,23 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 
-.PHONY: lab test setup unit notebooks execute clean help
+OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+
+.PHONY: lab test setup lint unit notebooks execute solutions clean help
 
 help:
-	@echo "make lab    - set up the environment and open the labs in JupyterLab"
-	@echo "make test   - set up the environment and run the whole test suite"
-	@echo "make slides - build the slide decks into slides/build (offline HTML)"
-	@echo "make browser-test - decks and labs in headless Chromium (bash slides/install_browser.sh first)"
-	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb - re-run a notebook, store its outputs"
+	@echo "make lab          set up .venv (once) and open the labs in JupyterLab"
+	@echo "make test         set up .venv (once) and run the whole suite: lint, unit tests, every lab"
+	@echo "make setup        only build .venv (pinned packages, this project installed editable)"
+	@echo "make lint         ruff: lint and format check (part of make test)"
+	@echo "make unit         the lab_utils unit tests alone"
+	@echo "make notebooks    the labs alone, under nbval at the smoke size"
+	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb   re-run a lab, store its outputs"
+	@echo "make solutions    instructors: the labs with their exercise solutions -> build/solutions/"
+	@echo "make slides       the decks -> slides/build/ (offline HTML)"
+	@echo "make slides-pdf   the decks as PDF handouts (needs Chromium)"
+	@echo "make browser-test decks and labs in headless Chromium (bash slides/install_browser.sh first)"
+	@echo "make clean        remove .venv and build outputs"
 
 # The environment is rebuilt only when pyproject.toml changes, so a second run is quick.
 $(STAMP): pyproject.toml
@@ -25,15 +34,25 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-lab: $(STAMP)
+# Project settings for JupyterLab (no news pop-up, no update check), installed into .venv's
+# application settings, so a user's own JupyterLab settings are left alone.
+$(OVERRIDES): labs/.jupyterlab-overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+lab: $(STAMP) $(OVERRIDES)
 	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser --notebook-dir=labs \
 		$(if $(filter 0,$(shell id -u)),--allow-root,)
 
 # The whole suite: lab_utils unit tests, then every notebook under nbval at the smoke size.
 # (The real-browser tests in tests/browser run from `make browser-test`, which CI also runs.)
-test: $(STAMP)
+test: $(STAMP) lint
 	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)
@@ -47,6 +66,11 @@ execute: $(STAMP)
 	@test -n "$(NB)" || { echo "usage: make execute NB=labs/<notebook>.ipynb"; exit 2; }
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False $(NB)
+
+# The instructor copies: each lab with its exercise cells holding the solutions (labs/solutions/).
+solutions: $(STAMP)
+	$(BIN)/python -m lab_utils.solutions check
+	$(BIN)/python -m lab_utils.solutions build --out build/solutions
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -19,12 +19,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import importlib
 import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lab_utils.launch import resolve_backend
 
 __all__ = ["load_function", "main"]
 
@@ -64,13 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"lab_utils.run: --kwargs is not valid JSON ({e})") from e
     fn = load_function(a.function)
 
-    import torch
-    import torch.distributed as dist
-
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-    n_gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    backend = a.backend if a.backend != "auto" else ("nccl" if n_gpus >= local_world > 0 and n_gpus else "gloo")
+    backend = resolve_backend(a.backend, local_world)  # the rule launch() follows, per machine
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
@@ -85,8 +87,6 @@ def main(argv: list[str] | None = None) -> int:
                     f.write(text)
         dist.barrier()
     finally:
-        import gc
-
         gc.collect()
         dist.destroy_process_group()
     return 0
