@@ -1,0 +1,24 @@
+"""Lab 3 (DDP ``no_sync``): the instruments of its runs, its figures and its exercise checks.
+
+    from lab_utils import launch
+    from lab_utils.topics import ddp
+
+    def no_sync_update(ddp_model, optimizer, micro_batches): ...   # the lab's cells hold the loops
+    res = launch(ddp.workload.train, 2, args=(no_sync_update, 4))   # counted on 2 real ranks
+    ddp.figures.comm({"no_sync": res[0]})
+    ddp.exercises.check_no_sync(no_sync_update)
+
+Modules:
+
+- ``workload``: the model, data, micro-batches and large-batch reference every run shares, and
+  ``train``, which runs an update function under DDP with a counting comm hook attached;
+- ``reducer``: ``probe`` observes DDP's flags and reducer calls around ``no_sync()``;
+- ``buckets``: all-reduces per backward for several ``bucket_cap_mb``, and the greedy prediction;
+- ``sweep``: compute and collectives per update against K, and their time on simulated links;
+- ``figures``: the lab's plotly figures and its link explorer;
+- ``exercises``: the graders of the lab's exercises.
+"""
+
+from lab_utils.topics.ddp import buckets, exercises, figures, reducer, sweep, workload
+
+__all__ = ["buckets", "exercises", "figures", "reducer", "sweep", "workload"]

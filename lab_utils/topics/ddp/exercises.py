@@ -1,0 +1,137 @@
+"""Graders of lab 3's exercises; each runs the student's code on 2 real ranks.
+
+    from lab_utils.topics.ddp import exercises
+    exercises.check_no_sync(no_sync_update)    # ○ not attempted / ✓ / ✗ with a hint
+    exercises.check_mean_loss(mean_loss)
+    exercises.check_fp16_hook(fp16_hook)
+
+Every grader computes its own reference (one process, one large batch) and measures the
+student's code with instruments attached from outside (a counting comm hook, counted
+``torch.distributed`` calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils.checks import fingerprint, grader
+from lab_utils.comm import CommCounter
+from lab_utils.launch import LaunchTimeout, dist_info, launch
+from lab_utils.topics.ddp.workload import (
+    Setup,
+    UpdateFn,
+    dataset,
+    flat_params,
+    large_batch_reference,
+    micro_batches,
+    model,
+    param_bytes,
+    train,
+    wrap,
+)
+
+__all__ = ["check_no_sync", "check_mean_loss", "check_fp16_hook", "HANG_TIMEOUT"]
+
+WORLD, K, UPDATES = 2, 4, 2
+SETUP = Setup(micro_batch=8)
+HANG_TIMEOUT = 20.0
+"""Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
+
+
+def _ranks(results: list[dict[str, Any]]) -> str:
+    return "identical" if len({r["fingerprint"] for r in results}) == 1 else "DIFFERENT"
+
+
+@grader(
+    "Exercise 1 · accumulate with no_sync",
+    hint="reread section 1: forward AND backward of the first K-1 micro-steps inside ddp.no_sync(), "
+    "the last one outside; each loss divided by K; one optimizer step per update",
+)
+def check_no_sync(no_sync_update: UpdateFn) -> str:
+    got = launch(train, WORLD, args=(no_sync_update, K), kwargs=dict(updates=UPDATES, setup=SETUP), timeout=120)
+    counts = got[0]["collectives_per_update"]
+    assert counts == [1] * UPDATES, (
+        f"K={K} micro-steps and one gradient bucket: measured {counts} all-reduces per update, expected 1 each"
+    )
+    ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
+    gap = (got[0]["params"] - ref).abs().max().item()
+    assert gap < 1e-5, f"after {UPDATES} updates the parameters are {gap:.1e} away from one large batch"
+    assert _ranks(got) == "identical", "the ranks ended with different parameters"
+    return f"1 all-reduce per update instead of {K}, large-batch parameters (max diff {gap:.0e})"
+
+
+def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
+    return mean_loss(1.0 + 2.5 * dist.get_rank())
+
+
+@grader(
+    "Exercise 2 · every rank reaches the collective",
+    hint="reread section 5: a collective returns only when every rank has called it; compute on all "
+    "ranks, then let rank 0 alone report",
+)
+def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
+    try:
+        got = launch(_mean_loss_on_rank, WORLD, args=(mean_loss,), timeout=HANG_TIMEOUT)
+    except LaunchTimeout:
+        raise AssertionError(f"the ranks were still waiting after {HANG_TIMEOUT:g} s: it still hangs") from None
+    want = sum(1.0 + 2.5 * r for r in range(WORLD)) / WORLD
+    assert isinstance(got[0], (int, float)) and abs(got[0] - want) < 1e-6, (
+        f"rank 0 returned {got[0]!r}; the mean of the ranks' losses is {want}"
+    )
+    others = got[1:]
+    assert all(v is None or (isinstance(v, (int, float)) and abs(v - want) < 1e-6) for v in others), (
+        f"the other ranks returned {others!r}: return None (only rank 0 reports) or the same mean"
+    )
+    return f"no hang, rank 0 reports the mean {want:g}"
+
+
+def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
+    """One micro-batch per update, the student's comm hook on DDP, its collectives counted."""
+    info = dist_info()
+    ddp = wrap(model(SETUP), bucket_cap_mb=25)
+    ddp.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=SETUP.lr)
+    x, y = dataset(UPDATES * info.world_size * SETUP.micro_batch, SETUP)
+    counter = CommCounter()
+    for u in range(UPDATES):
+        mbs = micro_batches(x, y, u, k=1, rank=info.rank, world_size=info.world_size, micro_batch=SETUP.micro_batch)
+        ((xb, yb),) = mbs
+        opt.zero_grad()
+        with counter.track():
+            F.mse_loss(ddp(xb), yb).backward()
+        opt.step()
+        counter.mark_step()
+    out = {
+        "events": [(e.op, e.dtype, e.nbytes) for e in counter.events],
+        "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
+        "param_bytes": sum(param_bytes(ddp.module)),
+        "params": flat_params(ddp.module),
+        "fingerprint": fingerprint(ddp.module),
+    }
+    del ddp, opt
+    return out
+
+
+@grader(
+    "Exercise 3 · a comm hook that sends float16",
+    hint="reread section 5: all-reduce a float16 copy of bucket.buffer() (async_op=True), divide by "
+    "the world size, and copy the result back into the float32 buffer in the future's .then()",
+)
+def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
+    got = launch(_train_with_hook, WORLD, args=(fp16_hook,), timeout=120)
+    events, full = got[0]["events"], got[0]["param_bytes"]
+    assert events, "the hook made no collective: it must all-reduce the bucket (dist.all_reduce)"
+    dtypes = sorted({d for _, d, _ in events})
+    assert dtypes == ["float16"], f"the hook sent {dtypes}, not float16"
+    sent = got[0]["bytes_per_update"]
+    assert sent == [full // 2] * UPDATES, f"sent {sent} bytes per update; the float32 gradients are {full} bytes"
+    assert _ranks(got) == "identical", "the ranks ended with different parameters"
+    ref = large_batch_reference(1, WORLD, updates=UPDATES, setup=SETUP)
+    gap = (got[0]["params"] - ref).abs().max().item()
+    assert gap < 2e-4, f"the parameters are {gap:.1e} away from one large batch: is the sum divided by the world size?"
+    return f"{full // 2:,} bytes per update instead of {full:,}, large-batch parameters within {gap:.0e}"

@@ -1,0 +1,170 @@
+"""Lab 3's figures: data in (results of ``workload.train``, ``reducer.probe``, ``buckets.counts``,
+``sweep.measure``), plotly figure out.
+
+    from lab_utils.topics.ddp import figures
+    figures.comm(results)              # all-reduces and MiB per update, one bar per loop
+    figures.flags(rows)                # DDP's flags and the reducer's calls, observed
+    figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
+    figures.time_per_update(sweep.simulated(measured, link), link.name)
+    figures.links(measured)            # the same, one plotly slider step per preset link
+    figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
+
+Figures with simulated communication say so in their title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import ipywidgets as W
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab_utils.plots import PALETTE, simulated, slider_over, style
+from lab_utils.simnet import LINKS, Link
+from lab_utils.topics.ddp.sweep import simulated as simulated_seconds
+from lab_utils.widgets import show_figure
+
+__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "links", "explorer"]
+
+COLORS = {"naive": "#e76f51", "no_sync": "#2a9d8f", "forward_outside": "#f4a261", "compute": "#7f7f7f"}
+_YES, _NO = "#d8f3dc", "#f1f1f1"
+
+
+def _color(name: str, i: int) -> str:
+    return COLORS.get(name, PALETTE[i % len(PALETTE)])
+
+
+def comm(
+    results: Mapping[str, Mapping[str, Any]],
+    *,
+    update: int = -1,
+    title: str = "Gradient all-reduces of one update (counted by a comm hook)",
+) -> go.Figure:
+    """Two bar charts side by side: all-reduces and MiB per update for each loop (``train``
+    results keyed by loop name; ``update`` picks which update, the last by default)."""
+    names = list(results)
+    counts = [results[n]["collectives_per_update"][update] for n in names]
+    mibs = [results[n]["bytes_per_update"][update] / 2**20 for n in names]
+    colors = [_color(n, i) for i, n in enumerate(names)]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("all-reduces per update", "MiB all-reduced per update"))
+    fig.add_trace(go.Bar(x=names, y=counts, marker_color=colors, text=counts, showlegend=False), 1, 1)
+    text = [f"{v:.2f}" for v in mibs]
+    fig.add_trace(go.Bar(x=names, y=mibs, marker_color=colors, text=text, showlegend=False), 1, 2)
+    return style(fig, title=title)
+
+
+def flags(rows: Sequence[Mapping[str, Any]], *, title: str = "Observed around no_sync() (rank 0)") -> go.Figure:
+    """A table, one row per scenario of ``reducer.probe``; cells that mean "synchronised" are green."""
+    cols = [
+        ("scenario", "scenario"),
+        ("flag_at_forward", "require_backward_<br>grad_sync<br>at forward"),
+        ("prepare_for_backward", "forward called<br>prepare_for_<br>backward"),
+        ("flag_at_backward", "require_backward_<br>grad_sync<br>at backward"),
+        ("grad_hooks", "gradient<br>hooks<br>fired"),
+        ("comm_hook_calls", "all-reduces<br>(comm hook<br>calls)"),
+        ("grads_equal", ".grad<br>equal on<br>all ranks"),
+    ]
+    values, fills = [], []
+    for key, _ in cols:
+        col = [r[key] for r in rows]
+        values.append([str(v) for v in col])
+        neutral = key in ("scenario", "grad_hooks")
+        fills.append(["white" if neutral else (_YES if v is True or (type(v) is int and v > 0) else _NO) for v in col])
+    fig = go.Figure(
+        go.Table(
+            header=dict(values=[c[1] for c in cols], fill_color="#e9ecef", align="left", height=64),
+            cells=dict(values=values, fill_color=fills, align="left", height=30),
+            columnwidth=[2.8, 1.4, 1.3, 1.4, 0.8, 1.0, 0.9],
+        )
+    )
+    return style(fig, title=title, height=200 + 40 * len(rows))
+
+
+def buckets(
+    per_step: Mapping[str, Sequence[int]], *, title: str = "All-reduces per backward, by bucket_cap_mb"
+) -> go.Figure:
+    """Grouped bars: for each ``bucket_cap_mb`` (key; 'None' = DDP's default), the all-reduces of
+    backward 1, 2, 3, ... (the first one runs before DDP rebuilds its buckets)."""
+    fig = go.Figure()
+    n = max(len(v) for v in per_step.values())
+    labels = [("default" if k == "None" else f"{k} MB") for k in per_step]
+    for s in range(n):
+        ys = [v[s] if s < len(v) else 0 for v in per_step.values()]
+        name = f"backward {s + 1}" + (" (before rebuild)" if s == 0 else "")
+        fig.add_trace(go.Bar(x=labels, y=ys, name=name, text=ys, marker_color=PALETTE[s % len(PALETTE)]))
+    fig.update_layout(barmode="group")
+    style(fig, title=title, xaxis="bucket_cap_mb", yaxis="all-reduces")
+    return fig.update_layout(margin=dict(t=100))  # room for the legend under the title
+
+
+def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, title: str = "") -> go.Figure:
+    """Seconds per update against K: the measured compute, and compute plus simulated
+    communication for each loop in ``sim`` (``sweep.simulated`` output)."""
+    fig = go.Figure()
+    loops = [n for n in sim if n not in ("k", "compute")]
+    for i, name in enumerate([*loops, "compute"]):
+        label = "compute alone (measured)" if name == "compute" else f"{name}: compute + its all-reduces"
+        fig.add_trace(
+            go.Scatter(
+                x=list(sim["k"]),
+                y=list(sim[name]),
+                name=label,
+                mode="lines+markers",
+                line=dict(color=_color(name, i), dash="dot" if name == "compute" else "solid"),
+            )
+        )
+    t = title or f"Time per update vs K on {link_name or 'a link'}"
+    style(fig, title=simulated(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
+    fig.update_xaxes(type="log", tickvals=list(sim["k"]))
+    return fig.update_layout(margin=dict(t=100))  # room for the legend under the title
+
+
+def links(measured: Mapping[str, Any], world_size: int | None = None) -> go.Figure:
+    """``time_per_update`` for every preset link of ``lab_utils.simnet.LINKS``, one plotly slider
+    step each (the explorer's presets, for a static page or a slide)."""
+    figs = {name: time_per_update(simulated_seconds(measured, link, world_size), name) for name, link in LINKS.items()}
+    return slider_over(figs, label="link")
+
+
+def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, preset: str = "10GbE") -> W.VBox:
+    """A widget: pick a preset link or move the bandwidth (Gbit/s) and latency (us) sliders; the
+    figure below is ``time_per_update`` for that link, recomputed from the measured sweep."""
+    if preset not in LINKS:
+        raise ValueError(f"preset={preset!r} is not one of {list(LINKS)}")
+    start = LINKS[preset]
+    drop = W.Dropdown(options=list(LINKS) + ["custom"], value=preset, description="link")
+    slider = dict(base=10, step=0.05, readout_format=".3g", continuous_update=False)
+    bw = W.FloatLogSlider(value=start.bandwidth_Bps * 8 / 1e9, min=-1, max=3.6, description="Gbit/s", **slider)
+    lat = W.FloatLogSlider(value=start.latency_s * 1e6, min=0, max=4.5, description="latency us", **slider)
+    out = W.Output()
+    busy = [False]
+
+    def redraw() -> None:
+        link = Link.from_gbit(drop.value, bw.value, lat.value)
+        name = f"{drop.value} ({bw.value:.3g} Gbit/s, {lat.value:.3g} us)"
+        show_figure(out, time_per_update(simulated_seconds(measured, link, world_size), name))
+
+    def on_preset(change: Any) -> None:
+        if change["new"] == "custom" or busy[0]:
+            return
+        link = LINKS[change["new"]]
+        busy[0] = True
+        bw.value, lat.value = link.bandwidth_Bps * 8 / 1e9, link.latency_s * 1e6
+        busy[0] = False
+        redraw()
+
+    def on_slider(_: Any) -> None:
+        if busy[0]:
+            return
+        busy[0] = True
+        drop.value = "custom"
+        busy[0] = False
+        redraw()
+
+    drop.observe(on_preset, names="value")
+    bw.observe(on_slider, names="value")
+    lat.observe(on_slider, names="value")
+    redraw()
+    return W.VBox([W.HBox([drop, bw, lat]), out])

@@ -1,0 +1,109 @@
+"""What DDP's reducer does around ``no_sync()``, observed live on every rank.
+
+    from lab_utils import launch
+    from lab_utils.topics.ddp import reducer
+    rows = launch(reducer.probe, 2)[0]      # one dict per scenario of ``SCENARIOS`` (rank 0)
+
+``ReducerSpy`` stands in for ``ddp.reducer`` and records the calls DDP's Python forward makes on
+it; ``probe`` runs one micro-step per scenario and records the flag, the reducer calls, the
+gradient hooks that fired, the comm hook's all-reduces and whether the ranks' ``.grad`` agree.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lab_utils.comm import CommCounter
+from lab_utils.launch import dist_info
+from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
+
+__all__ = ["ReducerSpy", "SCENARIOS", "probe"]
+
+
+class ReducerSpy:
+    """Stands in for ``ddp.reducer`` and logs ``prepare_for_forward`` / ``prepare_for_backward``
+    (the call that sets the C++ flag ``expect_autograd_hooks_``); everything else goes through."""
+
+    def __init__(self, real: Any):
+        self._real = real
+        self.calls: list[str] = []
+
+    def prepare_for_forward(self, *args: Any) -> Any:
+        self.calls.append("prepare_for_forward")
+        return self._real.prepare_for_forward(*args)
+
+    def prepare_for_backward(self, *args: Any) -> Any:
+        self.calls.append("prepare_for_backward")
+        return self._real.prepare_for_backward(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+SCENARIOS: dict[str, tuple[bool, bool, bool]] = {
+    # name: (forward inside no_sync, backward inside no_sync, zero the grads first)
+    "plain step": (False, False, True),
+    "forward + backward inside no_sync": (True, True, True),
+    "forward outside, backward inside": (False, True, True),
+    "forward inside, backward outside": (True, False, True),
+    "plain step after it (grads kept)": (False, False, False),
+}
+"""The micro-steps ``probe`` runs, in this order. The last one does not zero the gradients, so it
+synchronises what the unsynchronised step before it accumulated as well."""
+
+
+def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict[str, Any]]:
+    """Run each of ``SCENARIOS`` once on this rank (a collective: call it on every rank) and return
+    one row per scenario: ``require_backward_grad_sync`` at forward and at backward time, whether
+    forward called ``prepare_for_backward``, ``require_forward_param_sync`` after forward, the
+    gradient hooks fired, the comm hook's all-reduces, and whether all ranks' ``.grad`` agree."""
+    info = dist_info()
+    ddp = wrap(model(setup), bucket_cap_mb)
+    counter = CommCounter().attach(ddp)
+    spy = ReducerSpy(ddp.reducer)
+    ddp.reducer = spy
+    fired = [0]
+    handles = [
+        p.register_post_accumulate_grad_hook(lambda _p: fired.__setitem__(0, fired[0] + 1))
+        for p in ddp.module.parameters()
+    ]
+    g = torch.Generator().manual_seed(100 + info.rank)  # different data on each rank
+    rows = []
+    for name, (fwd_in, bwd_in, zero) in SCENARIOS.items():
+        if zero:
+            ddp.zero_grad(set_to_none=True)
+        x = torch.randn(setup.micro_batch, setup.dim, generator=g).to(info.device)
+        spy.calls.clear()
+        with ddp.no_sync() if fwd_in else nullcontext():
+            flag_fwd = ddp.require_backward_grad_sync
+            loss = ddp(x).pow(2).mean()
+            armed = "prepare_for_backward" in spy.calls
+            param_sync = ddp.require_forward_param_sync
+        fired[0], before = 0, len(counter.events)
+        with ddp.no_sync() if bwd_in else nullcontext():
+            flag_bwd = ddp.require_backward_grad_sync
+            loss.backward()
+        grads = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
+        everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
+        dist.all_gather(everyone, grads)
+        rows.append(
+            {
+                "scenario": name,
+                "flag_at_forward": flag_fwd,
+                "prepare_for_backward": armed,
+                "forward_param_sync": param_sync,
+                "flag_at_backward": flag_bwd,
+                "grad_hooks": fired[0],
+                "comm_hook_calls": len(counter.events) - before,
+                "grads_equal": all(torch.equal(everyone[0], t) for t in everyone[1:]),
+            }
+        )
+    for h in handles:
+        h.remove()
+    ddp.reducer = spy._real
+    del ddp, spy, counter
+    return rows

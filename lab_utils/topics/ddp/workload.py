@@ -1,0 +1,171 @@
+"""The shared pieces of lab 3's runs: one model, one dataset, the micro-batches, the large-batch
+reference, and ``train``, the rank-side harness that runs a notebook's update function under DDP
+with a counting comm hook attached from outside.
+
+    from lab_utils import launch
+    from lab_utils.topics.ddp import workload
+
+    def no_sync_update(ddp, optimizer, micro_batches): ...   # a notebook cell: one update
+
+    res = launch(workload.train, 2, args=(no_sync_update,), kwargs={"k": 4})
+    res[0]["collectives_per_update"]                  # [1, 1]: one bucket, one sync per update
+    ref = workload.large_batch_reference(k=4, world_size=2)   # one process, batch 2 x 4 x 16
+
+The sample order is fixed so that update ``u`` of a DDP run on W ranks with K micro-batches sees
+exactly the samples of large batch ``u`` of the single-process reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from lab_utils import data, models
+from lab_utils.checks import fingerprint
+from lab_utils.comm import CommCounter
+from lab_utils.launch import dist_info
+from lab_utils.timing import Timer
+
+__all__ = [
+    "Setup",
+    "DEFAULT",
+    "UpdateFn",
+    "model",
+    "dataset",
+    "micro_batches",
+    "param_bytes",
+    "flat_params",
+    "wrap",
+    "train",
+    "large_batch_reference",
+]
+
+UpdateFn = Callable[[DDP, torch.optim.Optimizer, Sequence[tuple[torch.Tensor, torch.Tensor]]], None]
+"""One optimizer update from K micro-batches: ``update(ddp, optimizer, micro_batches)``."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The model and data of every run: an MLP on a seeded regression, ``micro_batch`` samples
+    per micro-batch per rank, plain SGD with learning rate ``lr``."""
+
+    dim: int = 32
+    width: int = 256
+    depth: int = 4
+    micro_batch: int = 16
+    lr: float = 0.05
+    seed: int = 0
+
+
+DEFAULT = Setup()
+"""The lab's setup (a frozen dataclass, so one shared default is safe)."""
+
+
+def model(setup: Setup = DEFAULT) -> nn.Sequential:
+    """Linear(dim, width) -> depth x [Linear(width, width) + GELU] -> Linear(width, 1), seeded."""
+    if not isinstance(setup, Setup):
+        raise TypeError(f"setup must be a workload.Setup, got {type(setup).__name__}; e.g. Setup(micro_batch=8)")
+    return models.mlp(setup.width, setup.depth, in_dim=setup.dim, out_dim=1, seed=setup.seed)
+
+
+def dataset(n_samples: int, setup: Setup = DEFAULT) -> tuple[torch.Tensor, torch.Tensor]:
+    """The seeded regression every run draws from (``data.regression``)."""
+    return data.regression(n=n_samples, dim=setup.dim, seed=setup.seed + 1)
+
+
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, update: int, *, k: int, rank: int, world_size: int, micro_batch: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The K micro-batches of ``rank`` for ``update``. Update ``u`` of all ranks together covers
+    samples ``u*K*W*mb`` to ``(u+1)*K*W*mb``: the large batch of the reference run."""
+    out = []
+    for i in range(k):
+        start = ((update * k + i) * world_size + rank) * micro_batch
+        out.append((x[start : start + micro_batch], y[start : start + micro_batch]))
+    return out
+
+
+def param_bytes(module: nn.Module) -> list[int]:
+    """Bytes of each parameter, in registration order (the order ``parameters()`` gives)."""
+    return [p.numel() * p.element_size() for p in module.parameters()]
+
+
+def flat_params(module: nn.Module) -> torch.Tensor:
+    """All parameters in one flat float64 CPU tensor."""
+    return torch.cat([p.detach().double().flatten().cpu() for p in module.parameters()])
+
+
+def wrap(module: nn.Module, bucket_cap_mb: float | None = 25) -> DDP:
+    """``module`` on this rank's device inside DDP (None = DDP's default buckets)."""
+    info = dist_info()
+    module = module.to(info.device)
+    ids = [info.device.index] if info.device.type == "cuda" else None
+    return DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+
+
+def train(
+    update: UpdateFn,
+    k: int = 4,
+    *,
+    updates: int = 2,
+    bucket_cap_mb: float | None = 25,
+    setup: Setup = DEFAULT,
+    return_params: bool = True,
+) -> dict[str, Any]:
+    """On this rank: ``updates`` calls of ``update(ddp, optimizer, micro_batches)`` with K
+    micro-batches each, DDP's all-reduces counted by a comm hook. Returns plain data: collectives
+    and bytes per update, the bucket sizes of the last update, seconds per update, the final
+    parameters' fingerprint and (``return_params``) the parameters as a flat CPU tensor."""
+    if not callable(update):
+        raise TypeError(f"update must be a function (ddp, optimizer, micro_batches) -> None, got {update!r}")
+    if k < 1 or updates < 1:
+        raise ValueError(f"k={k}, updates={updates}: both must be >= 1")
+    info = dist_info()
+    ddp = wrap(model(setup), bucket_cap_mb)
+    counter = CommCounter().attach(ddp)
+    opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
+    x, y = dataset(updates * k * info.world_size * setup.micro_batch, setup)
+    seconds = []
+    for u in range(updates):
+        mbs = micro_batches(x, y, u, k=k, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
+        mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
+        with Timer() as t:
+            update(ddp, opt, mbs)
+        seconds.append(t.seconds)
+        counter.mark_step()
+    per_step = counter.summary()["per_step"]
+    out = {
+        "k": k,
+        "world_size": info.world_size,
+        "backend": info.backend,
+        "collectives_per_update": [p["collectives"] for p in per_step],
+        "bytes_per_update": [p["bytes"] for p in per_step],
+        "bucket_bytes_last_update": [e.nbytes for e in counter.events if e.step == updates - 1],
+        "param_bytes": sum(param_bytes(ddp.module)),
+        "seconds_per_update": seconds,
+        "fingerprint": fingerprint(ddp.module),
+    }
+    if return_params:
+        out["params"] = flat_params(ddp.module)
+    del ddp, opt, counter
+    return out
+
+
+def large_batch_reference(k: int = 4, world_size: int = 2, *, updates: int = 2, setup: Setup = DEFAULT) -> torch.Tensor:
+    """One process, no DDP: ``updates`` SGD steps on batches of ``world_size * k * micro_batch``
+    samples (the same samples, in the same updates, as the DDP runs). Returns the flat parameters."""
+    net = model(setup)
+    opt = torch.optim.SGD(net.parameters(), lr=setup.lr)
+    big = world_size * k * setup.micro_batch
+    x, y = dataset(updates * big, setup)
+    for u in range(updates):
+        opt.zero_grad()
+        F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big]).backward()
+        opt.step()
+    return flat_params(net)

@@ -1,0 +1,111 @@
+"""The graders of lab 3 on wrong code (the bug each exercise is about) and on the stubs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.topics.ddp import exercises
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
+
+
+def forward_outside(ddp_model, optimizer, micro_batches):
+    """The classic mistake: only the backward inside no_sync, so every backward all-reduces."""
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        loss = F.mse_loss(ddp_model(x), y) / len(micro_batches)
+        if i < len(micro_batches) - 1:
+            with ddp_model.no_sync():
+                loss.backward()
+        else:
+            loss.backward()
+    optimizer.step()
+
+
+def no_sync_without_1_over_k(ddp_model, optimizer, micro_batches):
+    """One all-reduce per update, but the gradient is the sum of K means: K times too large."""
+    optimizer.zero_grad()
+    for x, y in micro_batches[:-1]:
+        with ddp_model.no_sync():
+            F.mse_loss(ddp_model(x), y).backward()
+    x, y = micro_batches[-1]
+    F.mse_loss(ddp_model(x), y).backward()
+    optimizer.step()
+
+
+def stub_update(ddp_model, optimizer, micro_batches):
+    raise NotImplementedError()
+
+
+def mean_loss_on_rank_0_only(local_loss):
+    """The lab's bug: the collective under `if rank == 0`, so rank 0 waits for ever."""
+    total = torch.tensor([float(local_loss)])
+    if dist.get_rank() == 0:
+        dist.all_reduce(total)
+        return total.item() / dist.get_world_size()
+    return None
+
+
+def mean_loss_without_collective(local_loss):
+    """No hang, but rank 0 reports its own loss, not the mean."""
+    return float(local_loss) if dist.get_rank() == 0 else None
+
+
+def fp16_hook_without_mean(state, bucket):
+    """Sends float16 but forgets to divide by the world size: the SUM of the gradients."""
+    buffer = bucket.buffer()
+    future = dist.all_reduce(buffer.to(torch.float16), async_op=True).get_future()
+
+    def back(fut):
+        buffer.copy_(fut.value()[0])
+        return buffer
+
+    return future.then(back)
+
+
+def fp32_hook(state, bucket):
+    """Right average, but in float32: nothing saved on the wire."""
+    buffer = bucket.buffer().div_(dist.get_world_size())
+    return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
+
+
+def test_no_sync_grader_catches_forward_outside():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*all-reduces per update"):
+        exercises.check_no_sync(forward_outside)
+
+
+def test_no_sync_grader_catches_missing_1_over_k():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*away from one large batch"):
+        exercises.check_no_sync(no_sync_without_1_over_k)
+
+
+def test_no_sync_grader_stub_is_not_attempted():
+    assert exercises.check_no_sync(...) == NOT_ATTEMPTED
+    assert exercises.check_no_sync(stub_update) == NOT_ATTEMPTED  # raised inside a rank
+
+
+def test_mean_loss_grader_catches_the_hang(monkeypatch):
+    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 8.0)
+    with pytest.raises(AssertionError, match=f"{FAILED}.*still hangs"):
+        exercises.check_mean_loss(mean_loss_on_rank_0_only)
+
+
+def test_mean_loss_grader_catches_a_wrong_mean():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*rank 0 returned 1.0"):
+        exercises.check_mean_loss(mean_loss_without_collective)
+    assert exercises.check_mean_loss(...) == NOT_ATTEMPTED
+
+
+def test_fp16_grader_catches_the_sum():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*divided by the world size"):
+        exercises.check_fp16_hook(fp16_hook_without_mean)
+
+
+def test_fp16_grader_catches_float32():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*not float16"):
+        exercises.check_fp16_hook(fp32_hook)
+    assert exercises.check_fp16_hook(...) == NOT_ATTEMPTED
