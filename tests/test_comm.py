@@ -20,7 +20,7 @@ def ddp_counts(k: int, use_no_sync: bool):
     ddp = DDP(model, bucket_cap_mb=25)
     counter = CommCounter().attach(ddp)
     x = torch.randn(k * 4, 8)
-    for update in range(2):
+    for _update in range(2):
         for micro in range(k):
             sync = (micro == k - 1) or not use_no_sync
             ctx = ddp.no_sync() if not sync else torch.enable_grad()
