@@ -13,9 +13,10 @@
 Each rank is a fresh interpreter (``python lab_utils/_rank.py``: safe with CUDA, no state
 copied from the kernel, and no re-import of the caller's script, so a script without an
 ``if __name__ == "__main__"`` guard works too). ``fn`` travels by value with cloudpickle, so a
-function typed into a notebook cell works although the workers cannot import the kernel's ``__main__``. Inside ``fn`` the
-rank and world size come from ``torch.distributed.get_rank()`` / ``get_world_size()`` (or
-``dist_info()``), so the same function also runs unchanged under ``torchrun`` (see ``run.py``).
+function typed into a notebook cell works although the workers cannot import the kernel's
+``__main__``. Inside ``fn`` the rank and world size come from ``torch.distributed.get_rank()``
+/ ``get_world_size()`` (or ``dist_info()``), so the same function also runs unchanged under
+``torchrun`` (see ``run.py``).
 
 Failure is loud and clean: a rank that raises gives ``RankError`` naming the rank with its
 traceback; a rank that dies or a run past ``timeout`` gives ``RankDiedError`` / ``LaunchTimeout``;
