@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from lab_utils.checkpointing import run_chain
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, cuda_peak, measure_step, note_saved
 from lab_utils.models import mlp
+from lab_utils.topics.checkpointing.runners import run_chain
 
 B, W, N = 8, 32, 4
 F32 = 4

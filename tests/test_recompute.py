@@ -3,9 +3,10 @@
 import torch
 from torch import nn
 
-from lab_utils.checkpointing import run_chain, segments_checkpoint_sequential
 from lab_utils.models import mlp
 from lab_utils.recompute import count_flops, in_backward, measure_recompute
+from lab_utils.topics.checkpointing.runners import run_chain
+from lab_utils.topics.checkpointing.schedules import segments_checkpoint_sequential
 
 B, W, N = 8, 32, 4
 

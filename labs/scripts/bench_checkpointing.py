@@ -22,19 +22,19 @@ import sys
 
 import torch
 
-from lab_utils import checkpointing as ckpt
 from lab_utils.memory import cpu_peak, fmt_bytes, measure_step
 from lab_utils.models import mlp, tiny_gpt2
 from lab_utils.recompute import measure_recompute
 from lab_utils.timing import Timer
+from lab_utils.topics.checkpointing import measure, planner
 
 
 def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
     model = mlp(width=width, depth=n, seed=0).to(dev)
     x = torch.randn(rows, width, device=dev)
-    act, inp, cost = ckpt.profile_blocks(model, x)
-    plan = ckpt.plan_for_budget(act, inp, cost, ckpt.min_peak(act, inp))
-    rows_ = ckpt.compare_strategies(
+    act, inp, cost = measure.profile_blocks(model, x)
+    plan = planner.plan_for_budget(act, inp, cost, planner.min_peak(act, inp))
+    rows_ = measure.compare_strategies(
         model,
         x,
         {"none": "none", "sqrt(N)": "sqrt(N)", "planner (min budget)": list(plan.segments)},
@@ -42,7 +42,7 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
         blocks=(act, inp, cost),
     )
     print(f"\n{n}-block MLP chain, width {width}, {rows} rows, on {dev}")
-    print(ckpt.results_table(rows_))
+    print(measure.results_table(rows_))
     base, sq = rows_[0], rows_[1]
     ratio, extra = sq["kept"] / base["kept"], sq["extra_flops"] / sq["forward_flops"]
     limit = 2 * math.sqrt(n) / n
@@ -52,6 +52,29 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
         f"recomputes {extra:.2f} forward passes of FLOPs (limit 1.00): {'PASS' if ok else 'FAIL'}"
     )
     return ok
+
+
+def _train_steps(model, ids: torch.Tensor, steps: int, batch: int) -> dict:
+    """Bytes saved, peak, re-run calls and time of ``steps`` AdamW steps of a language model."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def loss() -> torch.Tensor:
+        return model(input_ids=ids, labels=ids).loss
+
+    def step() -> None:
+        loss().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    step()  # warm-up; optimizer state and grads allocated
+    rep = measure_step(model, loss)
+    peak = rep.peak_cuda_bytes if rep.peak_cuda_bytes is not None else cpu_peak(step)
+    calls = measure_recompute(model, loss).n_recomputed_calls
+    opt.zero_grad(set_to_none=False)
+    with Timer() as t:
+        for _ in range(steps):
+            step()
+    return dict(seconds=t.seconds, sps=steps * batch / t.seconds, saved=rep.saved_bytes, peak=peak, calls=calls)
 
 
 def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, steps: int) -> bool:
@@ -66,24 +89,7 @@ def hf_part(dev: torch.device, layers: int, embd: int, batch: int, seq: int, ste
                 enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-        def step():
-            model(input_ids=ids, labels=ids).loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=False)
-
-        step()  # warm-up; optimizer state and grads allocated
-        rep = measure_step(model, lambda: model(input_ids=ids, labels=ids).loss)
-        peak = rep.peak_cuda_bytes if rep.peak_cuda_bytes is not None else cpu_peak(step)
-        calls = measure_recompute(model, lambda: model(input_ids=ids, labels=ids).loss).n_recomputed_calls
-        opt.zero_grad(set_to_none=False)
-        with Timer() as t:
-            for _ in range(steps):
-                step()
-        results[name] = dict(
-            seconds=t.seconds, sps=steps * batch / t.seconds, saved=rep.saved_bytes, peak=peak, calls=calls
-        )
+        results[name] = _train_steps(model, ids, steps, batch)
     print(
         f"\ntiny GPT-2 ({layers} layers, n_embd {embd}), batch {batch} x {seq} tokens, {steps} steps, "
         f"on {dev} (peak: {'CUDA max_memory_allocated' if dev.type == 'cuda' else 'CPU profiler'})"

@@ -1,0 +1,175 @@
+"""Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
+
+    from lab_utils.topics.checkpointing import exercises
+    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 1 (predict, then measure)
+    exercises.check_every_k(forward_every_k)                     # Exercise 2
+    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 3
+    exercises.check_policy(policy)                               # Exercise 4
+
+Each prints ○ (not attempted), ✓ (measured and right) or raises ✗ with a hint (see
+``lab_utils.checks.grader``). The references are computed here, on the grader's own model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import nn
+
+from lab_utils.checks import grader
+from lab_utils.memory import SavedTensorMeter, fmt_bytes
+from lab_utils.models import mlp, transformer_chain
+from lab_utils.recompute import CallCounter, measure_recompute
+from lab_utils.topics.checkpointing.measure import AliveActivations
+from lab_utils.topics.checkpointing.policies import Policy
+from lab_utils.topics.checkpointing.runners import run_chain
+from lab_utils.topics.checkpointing.schedules import Segment, segments_every_k
+
+__all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
+
+POLICY_TARGETS = dict(max_kept=0.60, max_extra_flops=0.15)  # Exercise 4, stated in the lab
+
+
+def _loss(y: torch.Tensor) -> torch.Tensor:
+    return y.pow(2).mean()
+
+
+def _grads(model: nn.Module, run: Callable[[], torch.Tensor], x: torch.Tensor | None = None) -> list:
+    model.zero_grad(set_to_none=True)
+    if x is not None:
+        x.grad = None
+    y = run()
+    assert y.requires_grad, "the output has no grad_fn, so all gradients are missing: the graph got lost"
+    _loss(y).backward()
+    out = [p.grad for p in model.parameters()] + ([x.grad] if x is not None else [])
+    return [None if g is None else g.detach().clone() for g in out]
+
+
+def _same_grads(got: list, ref: list, what: str) -> None:
+    missing = sum(g is None for g in got)
+    assert not missing, f"{what}: {missing} of {len(got)} gradients are missing (None): part of the graph got lost"
+    worst = max(float((g - r).abs().max()) for g, r in zip(got, ref))
+    assert worst <= 1e-5, f"{what}: gradients differ from plain autograd's (max diff {worst:.2g})"
+
+
+@grader(
+    "Exercise 1 · predict the bytes kept",
+    hint="reread section 2: a stored block keeps its input and its Linear output; a checkpointed segment "
+    "keeps only its input; the batch itself is not counted (it lives anyway)",
+)
+def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks: int, width: int, rows: int) -> str:
+    torch.manual_seed(0)
+    model, x = mlp(width=width, depth=n_blocks, seed=0), torch.randn(rows, width)
+    with SavedTensorMeter(model, exclude=[x]) as meter:
+        run_chain(model, x, list(plan))
+    assert predicted_bytes == meter.total_bytes, (
+        f"you predicted {predicted_bytes} bytes; the meter measured a different number"
+    )
+    return f"{fmt_bytes(meter.total_bytes)}, as measured"
+
+
+@grader(
+    "Exercise 2 · checkpoint every k blocks",
+    hint="reread section 1, case 2: wrap each group of k consecutive blocks (blocks[s:s + k]) in "
+    "torch.utils.checkpoint.checkpoint(..., use_reentrant=False) and feed its output to the next group",
+)
+def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], torch.Tensor]) -> str:
+    n, width, rows = 7, 32, 8
+    model, x = mlp(width=width, depth=n, seed=0), torch.randn(rows, width)  # a batch: no grad
+    ref = _grads(model, lambda: model(x))
+    out = []
+    for k in (2, 3):
+        segs = segments_every_k(n, k)
+        with CallCounter(model) as want_calls:
+            with SavedTensorMeter(model, exclude=[x]) as want:
+                y = run_chain(model, x, segs)
+            _loss(y).backward()
+        got = _grads(model, lambda k=k: forward_every_k(model, x, k))
+        _same_grads(got, ref, f"k={k}")
+        with CallCounter(model) as calls:
+            with SavedTensorMeter(model, exclude=[x]) as meter:
+                y = forward_every_k(model, x, k)
+            _loss(y).backward()
+        kept = meter.total_bytes
+        assert kept == want.total_bytes, (
+            f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {len(segs)} checkpointed groups of "
+            f"{k} blocks keep {fmt_bytes(want.total_bytes)} (their inputs, the batch excluded)"
+        )
+        assert dict(calls.recomputed) == dict(want_calls.recomputed), (
+            f"k={k}: the modules re-run in backward are not those of {len(segs)} checkpointed groups "
+            f"({sum(calls.recomputed.values())} calls re-run, expected {sum(want_calls.recomputed.values())})"
+        )
+        out.append(f"k={k}: {fmt_bytes(kept)} kept")
+    model.zero_grad(set_to_none=True)
+    return ", ".join(out) + ", same gradients"
+
+
+@grader(
+    "Exercise 3 · checkpoint with saved-tensor hooks",
+    hint="reread section 1, cases 2 and 3: pack keeps a number instead of the tensor; the first unpack "
+    "runs fn again once (under torch.enable_grad(), collecting what it saves in order) and every unpack "
+    "hands back the rebuilt tensor with its number",
+)
+def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor]) -> str:
+    model = mlp(width=32, depth=4, seed=0)
+    x = torch.randn(8, 32, requires_grad=True)  # an earlier layer's output: it needs a gradient too
+    with AliveActivations(model) as alive:
+        y = model(x)
+    plain = alive.bytes(exclude=[x, y])
+    del y
+    ref = _grads(model, lambda: model(x), x)
+    model.zero_grad(set_to_none=True)
+    x.grad = None
+    with CallCounter(model) as calls:
+        with AliveActivations(model) as alive:
+            y = checkpoint_fn(model, x)
+        kept = alive.bytes(exclude=[x, y])
+        assert kept == 0, (
+            f"after the forward {fmt_bytes(kept)} of activations are still in memory (plain autograd keeps "
+            f"{fmt_bytes(plain)}): pack must not hold on to the tensor"
+        )
+        _loss(y).backward()
+    leaves = [n for n, m in model.named_modules() if n and not list(m.children())]
+    reruns = {n: calls.recomputed[n] for n in leaves}
+    assert all(r == 1 for r in reruns.values()), (
+        f"each module should run exactly once more in backward; re-runs per module: {reruns}"
+    )
+    got = [p.grad for p in model.parameters()] + [x.grad]
+    _same_grads([None if g is None else g.clone() for g in got], ref, "checkpoint_by_hooks")
+    model.zero_grad(set_to_none=True)
+    return f"0 B kept alive (plain: {fmt_bytes(plain)}), each module re-run once, same gradients"
+
+
+def _policy_run(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> tuple[int, int, int, list]:
+    """Bytes kept by the forward, total and forward FLOPs of the step, gradients."""
+    segs = "none" if policy is None else "selective"
+    with SavedTensorMeter(model, exclude=[x]) as meter:
+        run_chain(model, x, segs, policy=policy)
+    rep = measure_recompute(model, lambda: _loss(run_chain(model, x, segs, policy=policy)))
+    grads = _grads(model, lambda: run_chain(model, x, segs, policy=policy))
+    return meter.total_bytes, rep.total_flops, rep.forward_flops, grads
+
+
+@grader(
+    "Exercise 4 · a selective policy",
+    hint="reread section 2 (what a transformer block saves, and which ops are costly): keep the outputs "
+    "that cost matrix-product FLOPs to rebuild, recompute the big ones that are cheap to rebuild",
+)
+def check_policy(policy: Policy) -> str:
+    model = transformer_chain(n_blocks=4, d_model=32, n_heads=4, seed=0)
+    x = torch.randn(2, 16, 32)
+    base_kept, base_total, fwd, ref = _policy_run(model, x, None)
+    kept, total, _, got = _policy_run(model, x, policy)
+    model.zero_grad(set_to_none=True)
+    _same_grads(got, ref, "with your policy")
+    frac, extra = kept / base_kept, (total - base_total) / fwd
+    assert extra <= POLICY_TARGETS["max_extra_flops"], (
+        f"backward recomputes {extra:.2f} of a forward pass in FLOPs (target: at most "
+        f"{POLICY_TARGETS['max_extra_flops']:.2f}); some costly products are not saved"
+    )
+    assert frac <= POLICY_TARGETS["max_kept"], (
+        f"the forward keeps {frac:.0%} of no checkpointing's bytes (target: at most "
+        f"{POLICY_TARGETS['max_kept']:.0%}); some big, cheap outputs are saved"
+    )
+    return f"{frac:.0%} of the bytes for {extra:.2f} extra forward FLOPs"

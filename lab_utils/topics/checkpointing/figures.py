@@ -1,0 +1,192 @@
+"""Figures of the checkpointing lab: the computation graph with what is kept, and the trade-off.
+
+from lab_utils.topics.checkpointing import figures
+fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
+fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
+fig = figures.strip(plan.segments, n_blocks)      # which blocks a plan checkpoints
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab_utils.plots import PALETTE, style
+
+__all__ = ["STATUS_COLORS", "graph", "tradeoff", "strip"]
+
+# what happened to a node's value between forward and backward
+STATUS_COLORS = {
+    "kept": "#2ca02c",
+    "cached": "#1f77b4",
+    "dropped": "#bbbbbb",
+    "recomputed": "#ff7f0e",
+    "input": "#444444",
+    "": "#dddddd",
+}
+
+
+def graph(
+    nodes: Mapping[str, tuple[float, float]],
+    edges: Sequence[tuple[str, str]],
+    *,
+    status: Mapping[str, str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    title: str = "",
+    height: int = 360,
+) -> go.Figure:
+    """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status
+    (a key of STATUS_COLORS: kept for backward, cached by a selective policy, dropped,
+    recomputed in backward) and labelled with ``notes`` (e.g. bytes kept)."""
+    status, notes = dict(status or {}), dict(notes or {})
+    fig = go.Figure()
+    for a, b in edges:
+        (x0, y0), (x1, y1) = nodes[a], nodes[b]
+        fig.add_annotation(
+            x=x1,
+            y=y1,
+            ax=x0,
+            ay=y0,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            showarrow=True,
+            arrowhead=3,
+            arrowsize=1.2,
+            arrowwidth=1.5,
+            arrowcolor="#888",
+            standoff=22,
+            startstandoff=22,
+            text="",
+        )
+    for st in dict.fromkeys(status.get(n, "") for n in nodes):
+        names = [n for n in nodes if status.get(n, "") == st]
+        fig.add_trace(
+            go.Scatter(
+                x=[nodes[n][0] for n in names],
+                y=[nodes[n][1] for n in names],
+                mode="markers+text",
+                marker=dict(size=44, color=STATUS_COLORS.get(st, "#dddddd"), line=dict(width=2, color="#333")),
+                text=[f"<b>{n}</b>" for n in names],
+                textfont=dict(color="white", size=15),
+                hovertext=[f"{n}: {st or 'not saved'} {notes.get(n, '')}" for n in names],
+                hoverinfo="text",
+                name=st or "not saved",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[nodes[n][0] for n in names],
+                y=[nodes[n][1] - 0.32 for n in names],
+                mode="text",
+                text=[notes.get(n, "") for n in names],
+                showlegend=False,
+                hoverinfo="skip",
+                textfont=dict(size=12),
+            )
+        )
+    style(fig, title=title, height=height)
+    xs, ys = [p[0] for p in nodes.values()], [p[1] for p in nodes.values()]
+    fig.update_xaxes(visible=False, range=[min(xs) - 0.6, max(xs) + 0.6])
+    fig.update_yaxes(visible=False, range=[min(ys) - 0.7, max(ys) + 0.5])
+    return fig
+
+
+def tradeoff(
+    points: Sequence[Mapping],
+    *,
+    front: Sequence[tuple[float, float]] = (),
+    sqrt_curve: tuple[Sequence[float], Sequence[float]] | None = None,
+    y: str = "extra_flops",
+    ylabel: str = "extra forward FLOPs (fraction of one forward)",
+    xlabel: str = "activation memory kept (fraction of no checkpointing)",
+    title: str = "Memory against recompute",
+    plan: Sequence[tuple[int, int, str]] | None = None,
+    n_blocks: int | None = None,
+    height: int = 480,
+) -> go.Figure:
+    """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and
+    ``y``), the planner's optimal front as a step line, the sqrt(N) model as a dashed curve,
+    and, when ``plan`` is given, a strip below showing which blocks that plan checkpoints."""
+    rows = 2 if plan is not None else 1
+    fig = make_subplots(rows=rows, cols=1, row_heights=[0.82, 0.18][:rows], vertical_spacing=0.16)
+    if front:
+        fx, fy = zip(*sorted(front))
+        fig.add_trace(
+            go.Scatter(
+                x=fx,
+                y=fy,
+                mode="lines+markers",
+                line_shape="hv",
+                name="optimal front (planner)",
+                line=dict(color="#999"),
+                marker=dict(size=5, color="#999"),
+            ),
+            row=1,
+            col=1,
+        )
+    if sqrt_curve is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=list(sqrt_curve[0]),
+                y=list(sqrt_curve[1]),
+                mode="lines",
+                name="model: k segments (min at k = sqrt(N))",
+                line=dict(dash="dash", color="#9467bd"),
+            ),
+            row=1,
+            col=1,
+        )
+    for i, p in enumerate(points):
+        fig.add_trace(
+            go.Scatter(
+                x=[p["memory"]],
+                y=[p[y]],
+                mode="markers+text",
+                text=[p["name"]],
+                textposition="top center",
+                name=p["name"],
+                marker=dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle")),
+            ),
+            row=1,
+            col=1,
+        )
+    style(fig, title=title, height=height + (90 if plan is not None else 0))
+    fig.update_xaxes(title_text=xlabel, row=1, col=1)
+    fig.update_yaxes(title_text=ylabel, row=1, col=1)
+    if plan is not None:
+        _add_strip(fig, plan, n_blocks or plan[-1][1], row=2)
+    return fig
+
+
+def _add_strip(fig: go.Figure, plan, n: int, row: int) -> None:
+    mode_of = {i: m for s, e, m in plan for i in range(s, e)}
+    starts = {s for s, e, m in plan if m != "store"}
+    colors = [STATUS_COLORS["dropped"] if mode_of[i] != "store" else STATUS_COLORS["kept"] for i in range(n)]
+    text = ["|" if i in starts else "" for i in range(n)]
+    fig.add_trace(
+        go.Bar(
+            x=list(range(n)),
+            y=[1] * n,
+            marker_color=colors,
+            text=text,
+            textposition="inside",
+            showlegend=False,
+            hovertext=[f"block {i}: {mode_of[i]}" for i in range(n)],
+            hoverinfo="text",
+        ),
+        row=row,
+        col=1,
+    )
+    fig.update_yaxes(visible=False, row=row, col=1)
+    fig.update_xaxes(title_text="block (green: stored, grey: checkpointed; | starts a segment)", row=row, col=1)
+
+
+def strip(plan: Sequence[tuple[int, int, str]], n_blocks: int, *, title: str = "") -> go.Figure:
+    """One bar per block: stored (green) or inside a checkpointed segment (grey)."""
+    fig = make_subplots(rows=1, cols=1)
+    _add_strip(fig, plan, n_blocks, row=1)
+    return style(fig, title=title, height=200)

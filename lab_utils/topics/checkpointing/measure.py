@@ -1,0 +1,208 @@
+"""Measuring checkpointing on a real chain: per-block profile, strategies side by side, and what
+stays alive after a forward.
+
+    from lab_utils.topics.checkpointing import measure
+    act, inp, cost = measure.profile_blocks(model, x)          # the planner's inputs, measured
+    rows = measure.compare_strategies(model, x, {"none": "none", "sqrt(N)": "sqrt(N)"})
+    print(measure.results_table(rows))
+    with measure.AliveActivations(model) as alive:            # however the graph keeps them
+        y = my_checkpoint(model, x)
+    alive.bytes(exclude=[x, y])                                # module outputs still in memory
+
+``compare_strategies`` counts ``kept`` over the chain's forward only (the loss's own saved
+tensors are not the chain's), excludes the batch ``x`` (it lives anyway) and measures the
+allocator's peak for the whole step where it can (CUDA, or the CPU profiler with
+``profile_cpu=True``).
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, fmt_bytes, storage_key
+from lab_utils.recompute import count_flops, in_backward, measure_recompute
+from lab_utils.timing import progress as progress_bar
+from lab_utils.timing import time_fn
+from lab_utils.topics.checkpointing.runners import run_chain
+from lab_utils.topics.checkpointing.schedules import segments_checkpoint_sequential, strategy_segments
+
+__all__ = ["profile_blocks", "compare_strategies", "results_table", "AliveActivations"]
+
+
+def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
+    """Measured, block by block: bytes each block saves for backward (its input included when it
+    saves it; parameters excluded), bytes of its input, and its forward FLOPs. These are the
+    ``act``, ``inp`` and ``cost`` the planner takes."""
+    act, inp, cost = [], [], []
+    h = x.detach()
+    for blk in model:
+        h = h.detach().requires_grad_(h.is_floating_point())  # as in the middle of a chain
+        with SavedTensorMeter(blk) as meter:
+            out = blk(h)
+        act.append(meter.total_bytes)
+        inp.append(h.untyped_storage().nbytes())
+        cost.append(count_flops(lambda blk=blk, h=h: blk(h)))
+        h = out
+    return act, inp, cost
+
+
+def _step_memory(model, fn, loss_fn, x, profile_cpu: bool) -> tuple[int, int | None]:
+    """Bytes the chain's forward keeps (batch excluded) and the allocator peak of the step."""
+    out: dict = {}
+
+    def step() -> None:
+        with CudaPeak() as peak:
+            with SavedTensorMeter(model, exclude=[x]) as meter:
+                y = fn()
+            loss = loss_fn(y)  # outside the meter: what the loss saves is not the chain's
+            loss.backward()
+            del loss, y
+        out.update(kept=meter.total_bytes, cuda=peak.bytes)
+
+    cpu = cpu_peak(step) if profile_cpu else None
+    if not profile_cpu:
+        step()
+    return out["kept"], out["cuda"] if out["cuda"] is not None else cpu
+
+
+def compare_strategies(
+    model: nn.Sequential,
+    x: torch.Tensor,
+    strategies: dict,
+    *,
+    loss_fn: Callable[[torch.Tensor], torch.Tensor] = lambda y: y.pow(2).mean(),
+    k: int = 2,
+    repeat: int = 3,
+    warmup: int = 2,
+    profile_cpu: bool = False,
+    blocks: tuple[list[int], list[int], list[int]] | None = None,
+    progress: bool = False,
+) -> list[dict]:
+    """Run one training step of ``model`` on ``x`` per strategy and measure it.
+
+    ``strategies``: name -> segments, a name in STRATEGIES, or (segments, policy). Each row holds:
+    kept (bytes the chain's forward saves for backward, batch excluded), peak_model (kept + the
+    largest checkpointed segment's profiled bytes: the planner's model), peak (allocator peak of
+    the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
+    forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
+    calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``; nan when
+    ``repeat=0``) and grad_diff (largest gradient difference from no checkpointing)."""
+    n = len(model)
+    act = (blocks or profile_blocks(model, x))[0]
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def grads_of(fn) -> list[torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        loss_fn(fn()).backward()
+        return [p.grad.detach().clone() for p in params]
+
+    def plain() -> torch.Tensor:
+        return model(x)
+
+    ref = grads_of(plain)
+    base_total = measure_recompute(model, lambda: loss_fn(plain())).total_flops
+    rows = []
+    for name, spec in progress_bar(strategies.items(), desc="strategies", total=len(strategies), disable=not progress):
+        segs, pol = spec if isinstance(spec, tuple) else (spec, None)
+        fn = lambda s=segs, p=pol: run_chain(model, x, s, policy=p, k=k)  # noqa: E731
+        if isinstance(segs, str):
+            sequential = segs == "checkpoint_sequential"
+            segs_model = segments_checkpoint_sequential(n, k) if sequential else strategy_segments(segs, n, k)
+        else:
+            segs_model = list(segs)
+        got = grads_of(fn)
+        diff = max(float((g - r).abs().max()) for g, r in zip(got, ref))
+        # gradients stay allocated (zeroed, not freed), as from the second step of a training
+        # loop on: the peak then measures activations and temporaries, not the gradients
+        model.zero_grad(set_to_none=False)
+        kept, peak = _step_memory(model, fn, loss_fn, x, profile_cpu)
+        rec = measure_recompute(model, lambda fn=fn: loss_fn(fn()))
+
+        def step(fn=fn):
+            model.zero_grad(set_to_none=False)
+            loss_fn(fn()).backward()
+
+        secs = time_fn(step, warmup=warmup, repeat=repeat).min if repeat > 0 else float("nan")
+        biggest = max((sum(act[s:e]) for s, e, m in segs_model if m != "store"), default=0)
+        rows.append(
+            dict(
+                name=name,
+                segments=segs_model,
+                kept=kept,
+                peak_model=kept + biggest,
+                peak=peak,
+                forward_flops=rec.forward_flops,
+                total_flops=rec.total_flops,
+                extra_flops=rec.total_flops - base_total,
+                recomputed=rec.n_recomputed_calls,
+                seconds=secs,
+                grad_diff=diff,
+            )
+        )
+    model.zero_grad(set_to_none=True)
+    return rows
+
+
+class AliveActivations:
+    """Weak references to the output of every leaf module run in forward (not the recomputed
+    ones). ``bytes()`` after the forward: the unique storages still alive, i.e. what the
+    autograd graph (or anything else) keeps, however it keeps it: no saved-tensor hook needed,
+    so it also measures code that installs hooks of its own."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self._refs: list[weakref.ref] = []
+        self._handles: list = []
+
+    def _record(self, module, args, out) -> None:
+        if in_backward():
+            return
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self._refs.append(weakref.ref(t))
+
+    def __enter__(self) -> AliveActivations:
+        self._refs.clear()
+        for mod in self.model.modules():
+            if not list(mod.children()):
+                self._handles.append(mod.register_forward_hook(self._record))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def bytes(self, exclude: Iterable[torch.Tensor] = ()) -> int:
+        """Bytes of module outputs still alive now, storages counted once, ``exclude``d ones not."""
+        gc.collect()
+        skip = {storage_key(t) for t in exclude}
+        alive: dict = {}
+        for ref in self._refs:
+            t = ref()
+            if t is not None and storage_key(t) not in skip:
+                alive[storage_key(t)] = t.untyped_storage().nbytes()
+        return sum(alive.values())
+
+
+def results_table(rows: list[dict], *, base: str | None = None) -> str:
+    """A fixed-width text table of ``compare_strategies`` rows, relative to the ``base`` row
+    (default: the first)."""
+    b = next((r for r in rows if r["name"] == base), rows[0])
+    lines = [
+        f"{'strategy':<24}{'kept':>11}{'kept/base':>10}{'peak(model)':>13}{'alloc peak':>12}"
+        f"{'extra fwd FLOPs':>16}{'re-run calls':>13}{'time':>10}{'time/base':>10}"
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['name']:<24}{fmt_bytes(r['kept']):>11}{r['kept'] / b['kept']:>10.1%}"
+            f"{fmt_bytes(r['peak_model']):>13}{fmt_bytes(r['peak']):>12}"
+            f"{r['extra_flops'] / r['forward_flops']:>16.2f}{r['recomputed']:>13}"
+            f"{r['seconds'] * 1e3:>8.1f}ms{r['seconds'] / b['seconds']:>10.2f}"
+        )
+    return "\n".join(lines)

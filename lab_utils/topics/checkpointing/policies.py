@@ -1,0 +1,118 @@
+"""Selective checkpointing policies, and the instrument that lets the memory meter see their cache.
+
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+    from lab_utils.topics.checkpointing import policies
+    contexts = functools.partial(create_selective_checkpoint_contexts, policies.counted(my_policy))
+    y = checkpoint(block, x, use_reentrant=False, context_fn=contexts)
+
+A policy is ``policy(ctx, op, *args, **kwargs) -> CheckpointPolicy``, called for every op the
+checkpointed region runs: MUST_SAVE/PREFER_SAVE keep the op's output in a cache for backward,
+MUST_RECOMPUTE/PREFER_RECOMPUTE drop it and run the op again in backward. The labs write their
+policies in the notebook; this module holds what measures them and two ready-made ones:
+
+- ``counted(policy)``: the same decisions, and every output it saves is reported to an active
+  ``lab_utils.memory.SavedTensorMeter`` (the cache lives where no saved-tensor hook sees it);
+- ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``), recompute the
+  rest (the chain runners' default for "selective" segments);
+- ``module_policy(model, names)``: save every op run inside the named modules (the lab's
+  node-by-node explorer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import CheckpointPolicy
+
+from lab_utils.memory import note_saved
+
+__all__ = ["MATMUL_OPS", "SAVE", "counted", "selective_policy", "module_policy"]
+
+MATMUL_OPS = frozenset(
+    {
+        torch.ops.aten.mm.default,
+        torch.ops.aten.addmm.default,
+        torch.ops.aten.bmm.default,
+        torch.ops.aten.baddbmm.default,
+        torch.ops.aten.linear.default,
+        torch.ops.aten.matmul.default,
+    }
+)
+SAVE = frozenset({CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE})
+
+Policy = Callable[..., CheckpointPolicy]
+
+
+def _note_outputs(out: object) -> None:
+    for t in out if isinstance(out, (tuple, list)) else (out,):
+        if isinstance(t, torch.Tensor):
+            note_saved(t, "selective cache")
+
+
+def counted(policy: Policy) -> Policy:
+    """``policy`` unchanged, except that what it saves is reported to an active SavedTensorMeter
+    (through ``ctx.op_output``, which the policy context carries in forward since torch 2.13)."""
+    if not callable(policy):
+        raise TypeError(f"counted(policy): policy must be a function (ctx, op, *args, **kwargs), got {policy!r}")
+
+    def measured(ctx, op, *args, **kwargs):
+        decision = policy(ctx, op, *args, **kwargs)
+        if decision in SAVE and not ctx.is_recompute:
+            _note_outputs(getattr(ctx, "op_output", None))
+        return decision
+
+    return measured
+
+
+def selective_policy(save_ops: Iterable = MATMUL_OPS) -> Policy:
+    """MUST_SAVE the outputs of ``save_ops`` (default: matrix products, costly to recompute),
+    PREFER_RECOMPUTE everything else (pointwise ops: cheap)."""
+    save = frozenset(save_ops)
+
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+class module_policy:
+    """A policy deciding by the module that runs the op: MUST_SAVE inside modules named in
+    ``save`` (``named_modules`` names of ``model``), PREFER_RECOMPUTE elsewhere. Use as a context
+    manager (it hooks the modules) or call ``close()``."""
+
+    def __init__(self, model: nn.Module, save: Iterable[str]):
+        self.save = set(save)
+        names = {n for n, _ in model.named_modules()}
+        if self.save - names:
+            raise ValueError(
+                f"module_policy: {sorted(self.save - names)} are not modules of the model; "
+                f"choose from {sorted(n for n in names if n)}"
+            )
+        self._stack: list[str] = []
+        self._handles = []
+        for name, mod in model.named_modules():
+            if name:
+                self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
+                self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
+
+    def _pop(self, name: str) -> None:  # a forward hook must return None (else it replaces the output)
+        if self._stack and self._stack[-1] == name:
+            self._stack.pop()
+
+    def __call__(self, ctx, op, *args, **kwargs) -> CheckpointPolicy:
+        if any(n in self.save for n in self._stack):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    def close(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def __enter__(self) -> module_policy:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

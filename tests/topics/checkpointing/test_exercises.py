@@ -1,0 +1,126 @@
+"""Each grader of lab 1 rejects the bug its exercise is about and says "not attempted" for a stub."""
+
+import pytest
+import torch
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.topics.checkpointing import exercises
+
+CHAIN = dict(n_blocks=10, width=128, rows=64)
+PLAN = [(0, 4, "full"), (4, 6, "store"), (6, 7, "full"), (7, 8, "full"), (8, 10, "full")]
+UNIT = 64 * 128 * 4
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def failed(grade, *args, **kwargs) -> str:
+    with pytest.raises(AssertionError) as err:
+        grade(*args, **kwargs)
+    assert str(err.value).startswith(FAILED)
+    return str(err.value)
+
+
+# -- Exercise 1: predict the bytes kept ------------------------------------------------------
+def test_prediction_right_and_wrong():
+    exercises.check_prediction(7 * UNIT, PLAN, **CHAIN)
+    # forgetting that the first segment's input is the batch (not counted)
+    failed(exercises.check_prediction, 8 * UNIT, PLAN, **CHAIN)
+    # counting one tensor per stored block instead of two
+    failed(exercises.check_prediction, 5 * UNIT, PLAN, **CHAIN)
+    assert exercises.check_prediction(..., PLAN, **CHAIN) == NOT_ATTEMPTED
+
+
+# -- Exercise 2: checkpoint every k blocks ---------------------------------------------------
+def every_block(blocks, x, k):  # ignores k: checkpoints each block on its own
+    for blk in blocks:
+        x = checkpoint(blk, x, use_reentrant=False)
+    return x
+
+
+def reentrant(blocks, x, k):  # the batch does not require grad: the first group's weights get none
+    for s in range(0, len(blocks), k):
+        x = checkpoint(blocks[s : s + k], x, use_reentrant=True)
+    return x
+
+
+def no_checkpoint(blocks, x, k):
+    return blocks(x)
+
+
+def test_every_k_rejects_wrong_groupings():
+    assert "the forward keeps" in failed(exercises.check_every_k, every_block)
+    assert "the forward keeps" in failed(exercises.check_every_k, no_checkpoint)
+
+
+def test_every_k_rejects_reentrant_checkpoint():
+    assert "gradients are missing" in failed(exercises.check_every_k, reentrant)
+
+
+def test_every_k_stub():
+    assert exercises.check_every_k(stub) == NOT_ATTEMPTED
+    assert exercises.check_every_k(...) == NOT_ATTEMPTED
+
+
+# -- Exercise 3: checkpoint with saved-tensor hooks --------------------------------------------
+def keeps_everything(fn, x):
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+        return fn(x)
+
+
+def recomputes_per_tensor(fn, x):
+    """Drops the tensors but re-runs fn for every tensor backward asks for."""
+    count = [0]
+
+    def pack(t):
+        count[0] += 1
+        return count[0] - 1
+
+    def unpack(i):
+        rebuilt = []
+        keep = lambda t: rebuilt.append(t) or t  # noqa: E731
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            fn(x.detach().requires_grad_(x.requires_grad))
+        return rebuilt[i]
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return fn(x)
+
+
+def test_hooks_rejects_keeping_the_tensors():
+    assert "still in memory" in failed(exercises.check_hooks, keeps_everything)
+
+
+def test_hooks_rejects_recomputing_for_every_tensor():
+    assert "exactly once" in failed(exercises.check_hooks, recomputes_per_tensor)
+
+
+def test_hooks_stub():
+    assert exercises.check_hooks(stub) == NOT_ATTEMPTED
+
+
+# -- Exercise 4: a selective policy ------------------------------------------------------------
+def policy_saving(ops):
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+aten = torch.ops.aten
+
+
+def test_policy_rejects_saving_the_attention_core():
+    # every matrix product saved, the attention scores (bmm) included: too many bytes
+    every_product = {aten.addmm.default, aten.mm.default, aten.bmm.default}
+    assert "bytes" in failed(exercises.check_policy, policy_saving(every_product))
+
+
+def test_policy_rejects_recomputing_the_linears():
+    assert "FLOPs" in failed(exercises.check_policy, policy_saving(set()))
+
+
+def test_policy_stub():
+    assert exercises.check_policy(stub) == NOT_ATTEMPTED

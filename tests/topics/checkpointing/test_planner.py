@@ -1,0 +1,89 @@
+"""The planner against brute force, the sqrt(N) rule, and its error for a budget too small."""
+
+import itertools
+import math
+import random
+
+import pytest
+
+from lab_utils.topics.checkpointing.planner import evaluate, min_peak, optimal_front, plan_for_budget
+from lab_utils.topics.checkpointing.schedules import segments_sqrt
+
+
+def all_plans(n):
+    """Every plan, independently of the DP: cut points, then a flag per segment."""
+    for cuts in itertools.product([0, 1], repeat=n - 1):
+        bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
+        segs = list(zip(bounds[:-1], bounds[1:]))
+        for flags in itertools.product(["store", "full"], repeat=len(segs)):
+            yield [(s, e, f) for (s, e), f in zip(segs, flags)]
+
+
+def brute(act, inp, cost, budget):
+    best = None
+    for segs in all_plans(len(act)):
+        p = evaluate(segs, act, inp, cost)
+        if p.peak <= budget and (best is None or p.recompute < best.recompute):
+            best = p
+    return best
+
+
+def test_evaluate_by_hand():
+    act, inp, cost = [4, 4, 4, 4], [1, 1, 1, 1], [10, 10, 10, 10]
+    p = evaluate([(0, 2, "full"), (2, 3, "store"), (3, 4, "full")], act, inp, cost)
+    assert (p.kept, p.peak, p.recompute) == (1 + 4 + 1, 6 + 8, 30)
+    assert p.checkpointed_blocks == [0, 1, 3]
+    with pytest.raises(ValueError, match="tile"):
+        evaluate([(0, 2, "full"), (3, 4, "full")], act, inp, cost)
+
+
+def test_planner_equals_brute_force_on_random_chains():
+    rng = random.Random(0)
+    for n in range(1, 9):
+        for _ in range(3):
+            act = [rng.randint(1, 9) for _ in range(n)]
+            inp = [rng.randint(1, 4) for _ in range(n)]
+            cost = [rng.randint(1, 9) for _ in range(n)]
+            plans = list(all_plans(n))
+            lo = min(evaluate(s, act, inp, cost).peak for s in plans)
+            assert min_peak(act, inp) == lo
+            for budget in sorted({lo, (lo + sum(act)) / 2, sum(act), rng.uniform(lo, sum(act))}):
+                got, ref = plan_for_budget(act, inp, cost, budget), brute(act, inp, cost, budget)
+                assert got.recompute == ref.recompute and got.peak <= budget
+                assert evaluate(got.segments, act, inp, cost) == got
+            # the front: no brute-force plan beats a front point on both axes
+            front = optimal_front(act, inp, cost)
+            for p in front:
+                assert not any(
+                    evaluate(s, act, inp, cost).peak <= p.peak and evaluate(s, act, inp, cost).recompute < p.recompute
+                    for s in plans
+                )
+
+
+def test_planner_equals_brute_force_at_ten_blocks():
+    rng = random.Random(1)
+    act = [rng.randint(1, 9) for _ in range(10)]
+    inp = [rng.randint(1, 4) for _ in range(10)]
+    cost = [rng.randint(1, 9) for _ in range(10)]
+    plans = [evaluate(s, act, inp, cost) for s in all_plans(10)]
+    for budget in (min(p.peak for p in plans), sum(act) * 0.5, sum(act) * 0.8):
+        ref = min(p.recompute for p in plans if p.peak <= budget)
+        assert plan_for_budget(act, inp, cost, budget).recompute == ref
+
+
+@pytest.mark.parametrize("n", [16, 36, 64, 100])
+def test_sqrt_rule_on_uniform_chains(n):
+    # k segments: peak = k + n/k, smallest (2*sqrt(n)) at k = sqrt(n)
+    act, inp, cost = [1.0] * n, [1.0] * n, [1.0] * n
+    lo = min_peak(act, inp)
+    assert lo == 2 * math.isqrt(n) == evaluate(segments_sqrt(n), act, inp, cost).peak
+    plan = plan_for_budget(act, inp, cost, lo)
+    assert plan.n_checkpointed_segments == math.isqrt(n) and plan.recompute == n
+
+
+def test_budget_below_minimum_names_it():
+    act, inp, cost = [2.0] * 16, [1.0] * 16, [1.0] * 16
+    lo = min_peak(act, inp)
+    with pytest.raises(ValueError, match=f"at least {lo:g}"):
+        plan_for_budget(act, inp, cost, lo - 0.5)
+    assert plan_for_budget(act, inp, cost, sum(act)).segments == ((0, 16, "store"),)

@@ -1,0 +1,43 @@
+"""counted(policy): what a selective policy caches reaches the memory meter; decisions unchanged."""
+
+import functools
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+from lab_utils.memory import SavedTensorMeter
+from lab_utils.models import mlp
+from lab_utils.topics.checkpointing.policies import counted, selective_policy
+
+B, W = 4, 16
+F32 = 4
+
+
+def kept(policy):
+    model, x = mlp(width=W, depth=1, seed=0), torch.randn(B, W, requires_grad=True)
+    ctx = functools.partial(create_selective_checkpoint_contexts, policy)
+    with SavedTensorMeter(model) as m:
+        y = checkpoint(model, x, use_reentrant=False, context_fn=ctx)
+    y.sum().backward()
+    return m
+
+
+def test_the_cache_is_invisible_to_hooks_without_counted():
+    # the region keeps its input x; the cached Linear output lives in the policy's storage
+    assert kept(selective_policy()).total_bytes == B * W * F32
+
+
+def test_counted_reports_what_the_policy_saves():
+    m = kept(counted(selective_policy()))
+    assert m.total_bytes == 2 * B * W * F32
+    assert [r.source for r in m.records if r.nbytes].count("selective cache") == 1
+
+
+def test_counted_reports_nothing_when_the_policy_saves_nothing():
+    assert kept(counted(selective_policy(save_ops=()))).total_bytes == B * W * F32
+
+
+def test_counted_rejects_a_non_function():
+    with pytest.raises(TypeError, match="policy must be a function"):
+        counted("save matmuls")
