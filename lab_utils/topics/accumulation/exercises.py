@@ -54,7 +54,7 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 
 @grader(
     "Exercise 1 · seed 004's accum_vars, ported to PyTorch",
-    hint="reread section 3: each buffer adds up n micro-batch means; one large batch takes one mean",
+    hint="reread section 1: what does one large batch's gradient average over, and what do your buffers add up?",
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
     """``tf_style_accumulate(model, micro_batches, loss_fn)`` returns one buffer per parameter that
@@ -80,7 +80,7 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
 
 @grader(
     "Exercise 2 · clip the gradient norm once per window",
-    hint="reread section 2.1: the norm that the large batch clips is that of the whole window's gradient",
+    hint="reread the note on clipping in section 2.1: which gradient does one large batch clip?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
     """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm)`` must train like one
@@ -100,7 +100,7 @@ def check_clipping(accumulate_with_clipping: Callable) -> str:
 
 @grader(
     "Exercise 3 · token losses over a window",
-    hint="reread section 2.2: one large batch divides the sum of all its token losses by all its tokens",
+    hint="reread section 2.2: how much does one token weigh in one large batch?",
 )
 def check_token_loss(token_loss: Callable) -> str:
     """``token_loss(model, mb, window)`` is backpropagated for each micro-batch of each window; the
@@ -150,7 +150,7 @@ def _accumulates_exactly(name: str) -> bool:
 
 @grader(
     "Exercise 4 · which normalisations accumulate exactly",
-    hint="reread section 2.3: a layer is safe when one sample's output does not depend on the other samples",
+    hint="reread section 2.3: does one sample's output depend on the other samples of its batch?",
 )
 def check_norms(exact_norms: Iterable[str]) -> str:
     """``exact_norms``: the names in ``NORMS`` whose models, trained with accumulation, equal one large batch."""
