@@ -1,0 +1,36 @@
+"""Lab 4, from the Hugging Face ``Trainer`` to an Accelerate loop: the lab's topic code.
+
+    from lab_utils.topics import hf
+    train_ds, val_ds = hf.data.make_splits(256, 128)       # the job: data, model, metrics
+    with hf.trainer.TrainerMeter() as meter:               # meter a Trainer from outside
+        t = train_with_trainer(...)                        # (the Trainer setup is a lab cell)
+    with hf.meters.LoopMeter() as m:                       # meter an Accelerate loop from outside
+        out = accelerate_loop(...)                         # (the loop is a lab cell)
+    launch(hf.meters.metered(accelerate_loop), world_size=2, kwargs=job)
+    hf.figures.sync_timeline(ranks[0])
+    hf.exercises.check_by_hand(train_by_hand)
+
+Modules, one concept each (each loaded on first use, so ranks import only what they need):
+
+- ``data``: the classification job (splits that record their read order, tiny GPT-2, accuracy/F1).
+- ``names``: the talk's transformers 4.x argument names -> transformers 5's.
+- ``trainer``: the Trainer's loss-scaling belief, ``TrainerMeter`` and ``summary`` of a run.
+- ``meters``: ``LoopMeter`` / ``metered``: per micro-batch sync flags, all-reduces, real steps.
+- ``mechanics``: Accelerate's pieces measured alone (backward's division, scheduler wrapper,
+  token-count normalisation).
+- ``guards``: the launch traps (an Accelerator in the kernel, a taken port, one process only).
+- ``scripts``: the job as ``accelerate launch`` / ``torchrun`` commands, and running them.
+- ``handsync``: a hand-written accumulation loop next to ``accumulate()`` on one rank.
+- ``figures``: the lab's plotly figures; ``exercises``: the graders.
+"""
+
+import importlib
+from types import ModuleType
+
+__all__ = ["data", "names", "trainer", "meters", "mechanics", "guards", "scripts", "handsync", "figures", "exercises"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")

@@ -1,0 +1,147 @@
+"""Lab 4's figures: the cost table, the two runs' losses, what happens on each micro-batch of a
+multi-process run, and learning-rate schedules.
+
+    from lab_utils.topics.hf import figures
+    figures.cost_table(rows)                  # rows: {"plain": trainer.summary(...), ...}
+    figures.loss_match({"Trainer": losses, "Accelerate loop": losses2}, grad_accum=1)
+    figures.sync_timeline(rank_run)           # one rank's meters.metered(loop) result
+    figures.lr_schedules({"prepared": lrs, "not prepared": lrs2})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab_utils.plots import PALETTE, lines, style
+
+__all__ = ["cost_table", "loss_match", "sync_timeline", "lr_schedules"]
+
+
+def cost_table(rows: Mapping[str, Mapping[str, Any]], *, title: str = "") -> go.Figure:
+    """Three bar panels (time, samples/s, memory) for runs keyed by configuration name.
+
+    Memory is the CUDA peak when the runs have one, else the bytes saved for backward."""
+    names = list(rows)
+    cuda = all(r.get("cuda_peak_bytes") for r in rows.values())
+    mem_key, mem_title = ("cuda_peak_bytes", "CUDA peak (MiB)") if cuda else ("saved_bytes", "saved for backward (MiB)")
+    panels = [
+        ("seconds", "time (s)", "{:.1f}"),
+        ("samples_per_second", "samples / s", "{:.1f}"),
+        (mem_key, mem_title, "{:.2f}"),
+    ]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels])
+    for col, (key, _, fmt) in enumerate(panels, start=1):
+        ys = [float(rows[n][key] or 0) / (2**20 if key == mem_key else 1) for n in names]
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=ys,
+                text=[fmt.format(v) for v in ys],
+                textposition="auto",
+                marker_color=PALETTE[: len(names)],
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
+    style(fig, title=title or "Same samples, three ways to train them", height=380)
+    return fig
+
+
+def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, title: str = "") -> go.Figure:
+    """Two (or more) loss histories on one axis, the later ones dotted; with ``grad_accum`` > 1
+    (micro-batch losses) every other accumulation window is shaded."""
+    fig = go.Figure()
+    for i, (name, ys) in enumerate(runs.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=list(range(len(ys))),
+                y=list(ys),
+                mode="lines+markers",
+                name=name,
+                line=dict(color=PALETTE[i], dash="solid" if i == 0 else "dot"),
+                marker=dict(size=7 if i == 0 else 4),
+            )
+        )
+    if grad_accum > 1:
+        n = max(len(ys) for ys in runs.values())
+        for start in range(0, n, 2 * grad_accum):
+            fig.add_vrect(x0=start - 0.5, x1=start + grad_accum - 0.5, fillcolor="#eeeeee", line_width=0, layer="below")
+    return style(
+        fig,
+        title=title or "Losses: Trainer vs Accelerate loop",
+        xaxis="update" if grad_accum == 1 else "micro-batch",
+        yaxis="loss",
+    )
+
+
+def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
+    """Per micro-batch of one rank: collectives, whether the gradients synced, and the inner
+    optimizer's and scheduler's step counts (they move only on sync steps)."""
+    n = len(run["sync"])
+    x = list(range(n))
+    fig = make_subplots(
+        rows=3,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=[
+            "collectives (gradient all-reduce)",
+            "optimizer.step() that really ran (cumulative)",
+            "scheduler position (cumulative)",
+        ],
+    )
+    colors = [PALETTE[2] if s else PALETTE[7] for s in run["sync"]]
+    fig.add_trace(
+        go.Bar(x=x, y=run["collectives"], marker_color=colors, name="collectives", showlegend=False), row=1, col=1
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=run["optimizer_steps"],
+            mode="lines+markers",
+            line_shape="hv",
+            name="optimizer steps",
+            line=dict(color=PALETTE[0]),
+        ),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=run["scheduler_steps"],
+            mode="lines+markers",
+            line_shape="hv",
+            name="scheduler steps",
+            line=dict(color=PALETTE[1]),
+        ),
+        row=3,
+        col=1,
+    )
+    style(
+        fig,
+        title=title
+        or f"What Accelerate does on each micro-batch (rank {run.get('rank', 0)} of "
+        f"{run.get('num_processes', 1)}; green = sync step)",
+        height=560,
+    )
+    fig.update_xaxes(title_text="micro-batch", row=3, col=1)
+    fig.update_layout(showlegend=False)
+    return fig
+
+
+def lr_schedules(series: Mapping[str, Sequence[float]], *, title: str = "") -> go.Figure:
+    """Learning rate after each micro-batch, one line per way of stepping the scheduler."""
+    fig = lines(
+        series,
+        title=title or "The same linear schedule, stepped three ways",
+        xaxis="micro-batch",
+        yaxis="learning rate",
+    )
+    fig.update_traces(line_shape="hv", mode="lines+markers")
+    return fig

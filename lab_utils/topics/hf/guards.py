@@ -1,0 +1,93 @@
+"""The traps that leave an Accelerate job on one process, turned into errors that say what to do.
+
+    from lab_utils.topics.hf import guards
+    guards.check_port_free(29500)          # raises, naming a free port, when the port is taken
+    guards.check_no_accelerator()          # before accelerate.notebook_launcher
+    guards.check_processes(accelerator, 2) # inside the job: really 2 processes?
+    guards.reset_accelerate_state()        # forget this kernel's Accelerator (a Trainer makes one)
+
+Accelerate keeps its state in process-wide singletons: a Trainer or an ``Accelerator()`` made in a
+notebook kernel stays there, and ``notebook_launcher`` then refuses to start. On a CPU,
+``accelerate launch --cpu --num_processes 2`` starts ONE process, and an Accelerator built without
+``cpu=True`` leaves each launched process alone: ``check_processes`` says which happened.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+from accelerate.state import AcceleratorState, GradientState
+
+from lab_utils.launch import free_port
+
+__all__ = [
+    "accelerator_exists",
+    "reset_accelerate_state",
+    "check_no_accelerator",
+    "check_port_free",
+    "check_processes",
+]
+
+
+def accelerator_exists() -> bool:
+    """True once an Accelerator (or a Trainer, which makes one) was created in this process."""
+    return len(AcceleratorState._shared_state) > 0
+
+
+def reset_accelerate_state() -> None:
+    """Forget the Accelerator singletons of this process (what Accelerate's own tests do), so a
+    new Accelerator with other settings can be built. The process group, if any, stays."""
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+def check_no_accelerator() -> None:
+    """Raise before ``notebook_launcher`` would: an Accelerator already lives in this kernel."""
+    if accelerator_exists():
+        raise RuntimeError(
+            "an Accelerator already exists in this process (a cell created one, or a Trainer did), "
+            "so accelerate.notebook_launcher refuses to start processes. Create the Accelerator "
+            "only inside the function you launch; here either restart the kernel, call "
+            "hf.guards.reset_accelerate_state(), or use lab_utils.launch (fresh processes)."
+        )
+
+
+def check_port_free(port: int, host: str = "127.0.0.1") -> int:
+    """Return ``port`` if nothing listens on it, else raise with a free one to use instead."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, int(port)))
+        except OSError:
+            raise RuntimeError(
+                f"port {port} is already taken on {host} (another job, or a launcher that did not "
+                f"clean up). Pass a free one, e.g. use_port=str({free_port()}) for notebook_launcher, "
+                f"--main_process_port for accelerate launch, --master_port for torchrun, or use "
+                f"torchrun --standalone."
+            ) from None
+    return int(port)
+
+
+def check_processes(accelerator: Any, expected: int | None) -> None:
+    """Raise when this job runs on fewer processes than ``expected`` (the silent fallbacks)."""
+    if expected is None or accelerator.num_processes == expected:
+        return
+    env_world = os.environ.get("WORLD_SIZE")
+    if env_world is not None and int(env_world) == expected and accelerator.num_processes == 1:
+        why = (
+            f"the launcher started {env_world} processes (WORLD_SIZE={env_world}) but each one "
+            f"trains alone: on a machine without GPUs create Accelerator(cpu=True) (or set "
+            f"ACCELERATE_USE_CPU=1) so the processes join one group"
+        )
+    else:
+        why = (
+            f"only {accelerator.num_processes} process(es) were started (WORLD_SIZE={env_world}). "
+            f"`accelerate launch --cpu --num_processes {expected}` starts ONE process: use "
+            f"`accelerate launch --multi_gpu --num_processes {expected} ...` (with cpu=True in the "
+            f"script on CPU), torchrun --nproc_per_node={expected}, or lab_utils.launch"
+        )
+    raise RuntimeError(
+        f"expected {expected} processes, this Accelerator sees "
+        f"{accelerator.num_processes} (device {accelerator.device}): {why}."
+    )

@@ -1,0 +1,125 @@
+"""Watch an Accelerate loop from outside: what happened on each micro-batch, without editing it.
+
+    from lab_utils.topics.hf import meters
+    with meters.LoopMeter() as meter:         # any loop that calls prepare() and accumulate()
+        out = accelerate_loop(...)
+    meter.record["sync"]                      # accelerator.sync_gradients after each micro-batch
+    launch(meters.metered(accelerate_loop), world_size=2, kwargs=job)   # the same, on each rank
+
+While the block runs, ``Accelerator.prepare`` and ``Accelerator.accumulate`` are wrapped (for
+every Accelerator, as the loop builds its own): ``prepare`` attaches a ``CommCounter`` to the DDP
+model and a step counter to the real optimizer; leaving ``accumulate`` closes a micro-batch and
+records its sync flag, the collectives and bytes it made, the real optimizer steps so far, the
+scheduler's position and learning rate, and (from a dataset with ``record=True``) the data order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+
+from lab_utils.comm import CommCounter
+
+__all__ = ["LoopMeter", "metered", "window_means", "loss_gap"]
+
+_KEYS = ("sync", "collectives", "comm_bytes", "optimizer_steps", "scheduler_steps", "lrs_micro")
+
+
+class LoopMeter:
+    """Context manager recording, per micro-batch, what Accelerate did (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.record: dict[str, Any] = {k: [] for k in _KEYS}
+        self.counter = CommCounter()
+        self._opt_steps = 0
+        self._scheduler: Any = None
+        self._datasets: list[Any] = []
+        self._seen = (0, 0)
+        self._saved: tuple[Any, Any] | None = None
+
+    def _watch(self, accelerator: Accelerator, prepared: tuple) -> None:
+        for obj in prepared:
+            if isinstance(obj, torch.nn.parallel.DistributedDataParallel):
+                self.counter.attach(obj)
+            elif hasattr(obj, "optimizer") and isinstance(obj.optimizer, torch.optim.Optimizer):
+                obj.optimizer.register_step_post_hook(self._count_step)
+            elif hasattr(obj, "scheduler"):
+                self._scheduler = obj.scheduler
+            elif getattr(getattr(obj, "dataset", None), "record", False):
+                self._datasets.append(obj.dataset)
+        self.record["rank"] = accelerator.process_index
+        self.record["num_processes"] = accelerator.num_processes
+        self.record["device"] = str(accelerator.device)
+
+    def _count_step(self, *_: Any) -> None:
+        self._opt_steps += 1
+
+    def _close_micro_batch(self, accelerator: Accelerator) -> None:
+        events = self.counter.events
+        n, nbytes = len(events), sum(e.nbytes for e in events)
+        rec = self.record
+        rec["sync"].append(bool(accelerator.sync_gradients))
+        rec["collectives"].append(n - self._seen[0])
+        rec["comm_bytes"].append(nbytes - self._seen[1])
+        rec["optimizer_steps"].append(self._opt_steps)
+        if self._scheduler is not None:
+            rec["scheduler_steps"].append(int(self._scheduler.last_epoch))
+            rec["lrs_micro"].append(float(self._scheduler.get_last_lr()[0]))
+        self._seen = (n, nbytes)
+
+    def __enter__(self) -> LoopMeter:
+        prepare, accumulate, meter = Accelerator.prepare, Accelerator.accumulate, self
+
+        def watched_prepare(acc: Accelerator, *args: Any, **kwargs: Any) -> Any:
+            out = prepare(acc, *args, **kwargs)
+            meter._watch(acc, out if isinstance(out, tuple) else (out,))
+            return out
+
+        @contextlib.contextmanager
+        def watched_accumulate(acc: Accelerator, *models: Any) -> Iterator[None]:
+            with accumulate(acc, *models):
+                yield
+            meter._close_micro_batch(acc)
+
+        self._saved = (prepare, accumulate)
+        Accelerator.prepare, Accelerator.accumulate = watched_prepare, watched_accumulate
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        Accelerator.prepare, Accelerator.accumulate = self._saved
+        self.record["order"] = [i for ds in self._datasets for i in ds.order]
+
+
+@dataclass
+class metered:  # noqa: N801 - used like a function: launch(metered(loop), ...)
+    """``fn`` run inside a ``LoopMeter``: returns ``fn``'s dict with the meter's record merged in.
+    Picklable, so ``lab_utils.launch`` can send it (and a notebook-defined ``fn``) to ranks."""
+
+    fn: Callable[..., dict[str, Any]]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        with LoopMeter() as meter:
+            out = self.fn(*args, **kwargs)
+        if not isinstance(out, dict):
+            raise TypeError(f"metered({getattr(self.fn, '__name__', self.fn)}) needs a function returning a dict")
+        return {**out, **meter.record}
+
+
+def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:
+    """Mean loss of each accumulation window: what the Trainer logs per update (logging_steps=1)."""
+    return [
+        sum(micro_losses[i : i + grad_accum]) / len(micro_losses[i : i + grad_accum])
+        for i in range(0, len(micro_losses), grad_accum)
+    ]
+
+
+def loss_gap(a: list[float], b: list[float]) -> float:
+    """Largest absolute difference between two loss histories of the same length."""
+    if len(a) != len(b):
+        raise ValueError(f"the runs have {len(a)} and {len(b)} losses: not the same job")
+    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)

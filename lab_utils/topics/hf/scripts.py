@@ -1,0 +1,111 @@
+"""Lab 4's job as a script on N processes: the commands to type, and running them.
+
+    from lab_utils.topics.hf import scripts
+    cmd = scripts.command("accelerate", scripts.job_script(), processes=2)
+    print(scripts.shown(cmd))      # accelerate launch --multi_gpu --num_processes 2 ... --processes 2
+    out = scripts.run(cmd)         # returncode, rank 0's JSON result, the guard's error line
+
+Launchers: ``accelerate`` (``--multi_gpu``: its multi-process path, the script builds
+``Accelerator(cpu=True)`` without a GPU), ``accelerate-cpu-trap`` (``--cpu``: ONE process,
+whatever ``--num_processes`` says) and ``torchrun`` (``--standalone`` picks a free port).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lab_utils.launch import free_port
+from lab_utils.topics.hf.guards import check_port_free
+
+__all__ = ["LAUNCHERS", "command", "job_script", "shown", "run"]
+
+LAUNCHERS = ("accelerate", "accelerate-cpu-trap", "torchrun")
+_ACCELERATE = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch"]
+_TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def command(
+    launcher: str, script: str, *, processes: int = 2, port: int | None = None, args: tuple[str, ...] = ()
+) -> list[str]:
+    """The argv that runs ``script`` on ``processes`` processes with ``launcher`` (one of
+    ``LAUNCHERS``); the script gets ``--processes N`` so it checks what it got."""
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"launcher={launcher!r}: choose one of {LAUNCHERS}")
+    port = check_port_free(free_port() if port is None else port)
+    n = str(processes)
+    common = ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    if launcher == "accelerate":
+        head = _ACCELERATE + ["--multi_gpu", "--num_processes", n, *common, "--main_process_port", str(port)]
+    elif launcher == "accelerate-cpu-trap":
+        head = _ACCELERATE + ["--cpu", "--num_processes", n, *common, "--main_process_port", str(port)]
+    else:
+        head = _TORCHRUN + ["--standalone", "--nproc_per_node", n]
+    return head + [script, "--processes", n, *args]
+
+
+def job_script() -> str:
+    """Path of ``labs/scripts/accelerate_job.py``: next to the notebook, else in this repository."""
+    for cand in (
+        Path("scripts") / "accelerate_job.py",
+        Path(__file__).resolve().parents[3] / "labs" / "scripts" / "accelerate_job.py",
+    ):
+        if cand.is_file():
+            return str(cand)
+    raise FileNotFoundError(
+        "labs/scripts/accelerate_job.py not found: run from the labs folder "
+        "or install this repository with `pip install -e .`"
+    )
+
+
+def shown(cmd: list[str]) -> str:
+    """A command list as a person would type it (``accelerate launch ...``, ``torchrun ...``)."""
+    words = list(cmd)
+    if words[:4] == _ACCELERATE:
+        words = ["accelerate", "launch"] + words[4:]
+    elif words[:3] == _TORCHRUN:
+        words = ["torchrun"] + words[3:]
+    return " ".join(words)
+
+
+def run(cmd: list[str], *, timeout: float = 300.0, cwd: str | None = None) -> dict[str, Any]:
+    """Run a launcher command; return ``returncode``, rank 0's JSON result (``result``, or None),
+    ``error`` (the last RuntimeError line printed: the guard's explanation) and ``log_tail``."""
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        GLOO_SOCKET_IFNAME="lo",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    env.pop("ACCELERATE_USE_CPU", None)
+    with tempfile.TemporaryDirectory(prefix="lab_hf_script_") as tmp:
+        env["HF_HOME"] = tmp  # no personal `accelerate config` file changes the run
+        out_file = os.path.join(tmp, "result.json")
+        proc = subprocess.run(
+            list(cmd) + ["--out", out_file],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+        )
+        result = None
+        if os.path.exists(out_file):
+            with open(out_file) as f:
+                result = json.load(f)
+    log = proc.stdout + proc.stderr
+    errors = [ln.split("RuntimeError: ", 1)[1] for ln in log.splitlines() if "RuntimeError: " in ln]
+    return {
+        "returncode": proc.returncode,
+        "result": result,
+        "error": errors[-1] if errors else None,
+        "log_tail": log[-3000:],
+    }

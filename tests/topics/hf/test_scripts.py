@@ -1,0 +1,65 @@
+"""hf.scripts and labs/scripts/accelerate_job.py: the launcher commands really start 2 processes,
+and the single-process traps are caught by the script's guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lab_utils.launch import free_port
+from lab_utils.topics.hf import scripts
+from tests.conftest import cuda_count
+
+SCRIPT = str(Path(__file__).resolve().parents[3] / "labs" / "scripts" / "accelerate_job.py")
+two_procs = pytest.mark.skipif(cuda_count() == 1, reason="needs 0 or >= 2 GPUs for 2 ranks")
+
+
+def test_commands_read_as_typed():
+    cmd = scripts.command("accelerate", "job.py", processes=2, port=free_port())
+    text = scripts.shown(cmd)
+    assert text.startswith("accelerate launch --multi_gpu --num_processes 2") and "--cpu" not in text
+    assert text.endswith("job.py --processes 2")
+    trap = scripts.shown(scripts.command("accelerate-cpu-trap", "job.py"))
+    assert trap.startswith("accelerate launch --cpu --num_processes 2")
+    assert scripts.shown(scripts.command("torchrun", "job.py")).startswith("torchrun --standalone")
+    with pytest.raises(ValueError, match="launcher"):
+        scripts.command("mpirun", "job.py")
+    assert Path(scripts.job_script()).resolve() == Path(SCRIPT)
+
+
+def _two_process_result(launcher):
+    out = scripts.run(scripts.command(launcher, SCRIPT, processes=2), timeout=300)
+    assert out["returncode"] == 0, out["log_tail"]
+    return out["result"]
+
+
+@pytest.mark.slow
+@two_procs
+def test_accelerate_launch_runs_two_processes():
+    r = _two_process_result("accelerate")
+    assert r["num_processes"] == 2 and r["sync"] == [False, False, False, True]
+    assert r["collectives"] == [0, 0, 0, 1] and r["scheduler_steps"] == [0, 0, 0, 2]
+    assert len(r["evals"]) == 1
+
+
+@pytest.mark.slow
+@two_procs
+def test_torchrun_runs_two_processes():
+    r = _two_process_result("torchrun")
+    assert r["num_processes"] == 2 and r["collectives"] == [0, 0, 0, 1]
+
+
+@pytest.mark.slow
+def test_accelerate_launch_cpu_flag_is_caught():
+    out = scripts.run(scripts.command("accelerate-cpu-trap", SCRIPT, processes=2), timeout=300)
+    assert out["returncode"] != 0 and out["result"] is None
+    assert "expected 2 processes, this Accelerator sees 1" in out["error"]
+    assert "starts ONE process" in out["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(cuda_count() > 0, reason="the trap is about CPU-only machines")
+def test_torchrun_without_cpu_true_is_caught():
+    out = scripts.run(scripts.command("torchrun", SCRIPT, processes=2, args=("--no-cpu",)), timeout=300)
+    assert out["returncode"] != 0 and "trains alone" in out["error"]
