@@ -1,7 +1,7 @@
 """Graders of lab 3's exercises; each runs the student's code on 2 real ranks.
 
     from lab_utils.topics.ddp import exercises
-    exercises.check_no_sync(no_sync_update)    # ○ not attempted / ✓ / ✗ with a hint
+    exercises.check_accumulate(train_accumulating)   # ○ not attempted / ✓ / ✗ with a hint
     exercises.check_mean_loss(mean_loss)
     exercises.check_fp16_hook(fp16_hook)
 
@@ -24,7 +24,6 @@ from lab_utils.comm import CommCounter
 from lab_utils.launch import LaunchTimeout, dist_info, launch
 from lab_utils.topics.ddp.workload import (
     Setup,
-    UpdateFn,
     dataset,
     flat_params,
     large_batch_reference,
@@ -35,7 +34,7 @@ from lab_utils.topics.ddp.workload import (
     wrap,
 )
 
-__all__ = ["check_no_sync", "check_mean_loss", "check_fp16_hook", "HANG_TIMEOUT"]
+__all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "HANG_TIMEOUT"]
 
 WORLD, K, UPDATES = 2, 4, 2
 SETUP = Setup(micro_batch=8)
@@ -47,22 +46,28 @@ def _ranks(results: list[dict[str, Any]]) -> str:
     return "identical" if len({r["fingerprint"] for r in results}) == 1 else "DIFFERENT"
 
 
+def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
+    """The student's loop gets all of this rank's micro-batches at once (K x UPDATES of them)."""
+    return train(lambda d, o, m: accumulate(d, o, m, K), K * UPDATES, updates=1, setup=SETUP)
+
+
 @grader(
     "Exercise 1 · accumulate with no_sync",
-    hint="reread section 1: forward AND backward of the first K-1 micro-steps inside ddp.no_sync(), "
-    "the last one outside; each loss divided by K; one optimizer step per update",
+    hint="reread section 1: forward AND backward inside ddp_model.no_sync() except on every K-th "
+    "micro-step; each loss divided by k; step and zero the gradients once per k micro-steps",
 )
-def check_no_sync(no_sync_update: UpdateFn) -> str:
-    got = launch(train, WORLD, args=(no_sync_update, K), kwargs=dict(updates=UPDATES, setup=SETUP), timeout=120)
-    counts = got[0]["collectives_per_update"]
-    assert counts == [1] * UPDATES, (
-        f"K={K} micro-steps and one gradient bucket: measured {counts} all-reduces per update, expected 1 each"
+def check_accumulate(accumulate: Callable[..., None]) -> str:
+    got = launch(_train_stream, WORLD, args=(accumulate,), timeout=120)
+    (count,) = got[0]["collectives_per_update"]
+    assert count == UPDATES, (
+        f"{K * UPDATES} micro-steps with k={K} and one gradient bucket: measured {count} all-reduces, "
+        f"expected {UPDATES} (one per optimizer step)"
     )
     ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
     gap = (got[0]["params"] - ref).abs().max().item()
-    assert gap < 1e-5, f"after {UPDATES} updates the parameters are {gap:.1e} away from one large batch"
+    assert gap < 1e-5, f"after {UPDATES} optimizer steps the parameters are {gap:.1e} away from {UPDATES} large batches"
     assert _ranks(got) == "identical", "the ranks ended with different parameters"
-    return f"1 all-reduce per update instead of {K}, large-batch parameters (max diff {gap:.0e})"
+    return f"{UPDATES} all-reduces for {K * UPDATES} micro-steps, large-batch parameters (max diff {gap:.0e})"
 
 
 def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
@@ -71,8 +76,8 @@ def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
 
 @grader(
     "Exercise 2 · every rank reaches the collective",
-    hint="reread section 5: a collective returns only when every rank has called it; compute on all "
-    "ranks, then let rank 0 alone report",
+    hint="reread exercise 2's demonstration: a collective returns only when every rank has called it; "
+    "compute on all ranks, then let rank 0 alone report",
 )
 def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
     try:
@@ -119,7 +124,7 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
 
 @grader(
     "Exercise 3 · a comm hook that sends float16",
-    hint="reread section 5: all-reduce a float16 copy of bucket.buffer() (async_op=True), divide by "
+    hint="reread exercise 3's introduction: all-reduce a float16 copy of bucket.buffer() (async_op=True), divide by "
     "the world size, and copy the result back into the float32 buffer in the future's .then()",
 )
 def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:

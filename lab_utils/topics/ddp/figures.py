@@ -6,7 +6,6 @@
     figures.flags(rows)                # DDP's flags and the reducer's calls, observed
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
     figures.time_per_update(sweep.simulated(measured, link), link.name)
-    figures.links(measured)            # the same, one plotly slider step per preset link
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
 
 Figures with simulated communication say so in their title.
@@ -21,12 +20,12 @@ import ipywidgets as W
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, simulated, slider_over, style
+from lab_utils.plots import PALETTE, simulated, style
 from lab_utils.simnet import LINKS, Link
 from lab_utils.topics.ddp.sweep import simulated as simulated_seconds
 from lab_utils.widgets import show_figure
 
-__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "links", "explorer"]
+__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer"]
 
 COLORS = {"naive": "#e76f51", "no_sync": "#2a9d8f", "forward_outside": "#f4a261", "compute": "#7f7f7f"}
 _YES, _NO = "#d8f3dc", "#f1f1f1"
@@ -119,13 +118,6 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
     style(fig, title=simulated(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
     fig.update_xaxes(type="log", tickvals=list(sim["k"]))
     return fig.update_layout(margin=dict(t=100))  # room for the legend under the title
-
-
-def links(measured: Mapping[str, Any], world_size: int | None = None) -> go.Figure:
-    """``time_per_update`` for every preset link of ``lab_utils.simnet.LINKS``, one plotly slider
-    step each (the explorer's presets, for a static page or a slide)."""
-    figs = {name: time_per_update(simulated_seconds(measured, link, world_size), name) for name, link in LINKS.items()}
-    return slider_over(figs, label="link")
 
 
 def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, preset: str = "10GbE") -> W.VBox:

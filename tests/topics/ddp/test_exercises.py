@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,31 +15,30 @@ from lab_utils.topics.ddp import exercises
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
 
-def forward_outside(ddp_model, optimizer, micro_batches):
+def forward_outside(ddp_model, optimizer, micro_batches, k):
     """The classic mistake: only the backward inside no_sync, so every backward all-reduces."""
     optimizer.zero_grad()
     for i, (x, y) in enumerate(micro_batches):
-        loss = F.mse_loss(ddp_model(x), y) / len(micro_batches)
-        if i < len(micro_batches) - 1:
-            with ddp_model.no_sync():
-                loss.backward()
-        else:
+        loss = F.mse_loss(ddp_model(x), y) / k
+        with nullcontext() if (i + 1) % k == 0 else ddp_model.no_sync():
             loss.backward()
-    optimizer.step()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
 
 
-def no_sync_without_1_over_k(ddp_model, optimizer, micro_batches):
-    """One all-reduce per update, but the gradient is the sum of K means: K times too large."""
+def without_1_over_k(ddp_model, optimizer, micro_batches, k):
+    """One all-reduce per step, but the gradient is the sum of k means: k times too large."""
     optimizer.zero_grad()
-    for x, y in micro_batches[:-1]:
-        with ddp_model.no_sync():
+    for i, (x, y) in enumerate(micro_batches):
+        with nullcontext() if (i + 1) % k == 0 else ddp_model.no_sync():
             F.mse_loss(ddp_model(x), y).backward()
-    x, y = micro_batches[-1]
-    F.mse_loss(ddp_model(x), y).backward()
-    optimizer.step()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
 
 
-def stub_update(ddp_model, optimizer, micro_batches):
+def stub_accumulate(ddp_model, optimizer, micro_batches, k):
     raise NotImplementedError()
 
 
@@ -73,19 +74,19 @@ def fp32_hook(state, bucket):
     return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
 
 
-def test_no_sync_grader_catches_forward_outside():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*all-reduces per update"):
-        exercises.check_no_sync(forward_outside)
+def test_accumulate_grader_catches_forward_outside():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*measured 8 all-reduces, expected 2"):
+        exercises.check_accumulate(forward_outside)
 
 
-def test_no_sync_grader_catches_missing_1_over_k():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*away from one large batch"):
-        exercises.check_no_sync(no_sync_without_1_over_k)
+def test_accumulate_grader_catches_missing_1_over_k():
+    with pytest.raises(AssertionError, match=f"{FAILED}.*away from 2 large batches"):
+        exercises.check_accumulate(without_1_over_k)
 
 
-def test_no_sync_grader_stub_is_not_attempted():
-    assert exercises.check_no_sync(...) == NOT_ATTEMPTED
-    assert exercises.check_no_sync(stub_update) == NOT_ATTEMPTED  # raised inside a rank
+def test_accumulate_grader_stub_is_not_attempted():
+    assert exercises.check_accumulate(...) == NOT_ATTEMPTED
+    assert exercises.check_accumulate(stub_accumulate) == NOT_ATTEMPTED  # raised inside a rank
 
 
 def test_mean_loss_grader_catches_the_hang(monkeypatch):

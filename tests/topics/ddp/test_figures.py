@@ -19,16 +19,6 @@ def test_figures(runs):
     assert "simulated" in fig.layout.title.text and len(fig.data) == 3
 
 
-def test_links_slider_has_one_step_per_link(runs):
-    fig = figures.links(runs[0]["sweep"])
-    steps = fig.layout.sliders[0].steps
-    assert [s.label for s in steps] == list(LINKS)
-    assert len(fig.data) == 3 * len(LINKS)
-    want = sweep.simulated(runs[0]["sweep"], LINKS["WAN"])["naive"]
-    wan = list(LINKS).index("WAN")
-    assert list(fig.data[3 * wan].y) == pytest.approx(want)
-
-
 def test_explorer_redraws_from_the_sweep(runs):
     measured = runs[0]["sweep"]
     box = figures.explorer(measured, preset="1GbE")

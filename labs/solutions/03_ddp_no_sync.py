@@ -1,0 +1,48 @@
+# %% [markdown]
+# Solutions to the exercises of Lab 3, DDP `no_sync` on real ranks (`labs/03_ddp_no_sync.ipynb`).
+# The lab's exercise cells are these cells with each solution region replaced by a stub:
+# `python -m lab_utils.solutions sync labs/03_ddp_no_sync.ipynb` writes them.
+
+# %% exercise="ddp-accumulate"
+def train_accumulating(ddp_model, optimizer, micro_batches, k):
+    """Train on this rank's micro-batches in order: one optimizer step per k of them, the
+    gradients all-reduced once per step."""
+    ### BEGIN SOLUTION
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        if (i + 1) % k:  # not the last of its update: forward AND backward inside no_sync
+            with ddp_model.no_sync():
+                (F.mse_loss(ddp_model(x), y) / k).backward()
+        else:  # the last one: its forward arms the reducer, its backward all-reduces once
+            (F.mse_loss(ddp_model(x), y) / k).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    ### END SOLUTION
+
+
+# %% exercise="ddp-hang"
+def mean_loss(local_loss):
+    """Every rank calls this with its own loss (a float); rank 0 returns the mean over all ranks."""
+    ### BEGIN SOLUTION
+    total = torch.tensor([float(local_loss)])
+    dist.all_reduce(total)  # every rank reaches the collective...
+    if dist.get_rank() == 0:  # ...and only the report is rank 0's
+        return total.item() / dist.get_world_size()
+    return None
+    ### END SOLUTION
+
+
+# %% exercise="ddp-fp16-hook"
+def fp16_hook(state, bucket):
+    """A DDP comm hook: average the bucket's gradients across ranks, sending them as float16."""
+    ### BEGIN SOLUTION
+    buffer = bucket.buffer()
+    half = buffer.to(torch.float16).div_(dist.get_world_size())
+    future = dist.all_reduce(half, async_op=True).get_future()
+
+    def back_to_float32(fut):
+        buffer.copy_(fut.value()[0])
+        return buffer
+
+    return future.then(back_to_float32)
+    ### END SOLUTION
