@@ -13,7 +13,14 @@
 DDP's reducer calls its comm hook once per gradient bucket; ``attach`` installs a hook that
 records the bucket and then does exactly what DDP's default does (an all-reduce of the bucket
 followed by division by the world size). ``track`` wraps the ``torch.distributed`` functions
-that move tensors, so code such as Accelerate's ``LocalSGD`` is counted without changing it.
+that move tensors, so code such as Accelerate's ``LocalSGD`` is counted without changing it,
+and so are FSDP2's (``fully_shard``) all-gathers and reduce-scatters, which it issues as
+``all_gather_single`` / ``reduce_scatter_single``.
+
+Bytes of an event, per rank: an all-reduce or broadcast counts its tensor; an all-gather counts
+the gathered (full) output; a reduce-scatter counts this rank's output chunk (``1/world`` of its
+input), as ``simnet`` expects. A collective that calls another one (``all_gather_into_tensor``
+calls ``all_gather_single``) is counted once, under the name it was called by.
 """
 
 from __future__ import annotations
@@ -35,8 +42,10 @@ TRACKED_OPS = (
     "broadcast",
     "all_gather",
     "all_gather_into_tensor",
+    "all_gather_single",
     "reduce_scatter",
     "reduce_scatter_tensor",
+    "reduce_scatter_single",
     "reduce",
     "all_to_all",
     "all_to_all_single",
@@ -61,7 +70,8 @@ class CommEvent:
 def _payload(args: tuple, kwargs: dict) -> tuple[int, int, str]:
     """Bytes, elements and dtype of the tensors a collective sends."""
     tensors: list[torch.Tensor] = []
-    first = args[0] if args else next(iter(kwargs.values()), None)
+    # FSDP2 calls reduce_scatter_single(output=..., input=...): the output is the rank's chunk.
+    first = args[0] if args else kwargs.get("output", next(iter(kwargs.values()), None))
     cands = [first] + ([args[1]] if len(args) > 1 else [])
     for c in cands:
         if isinstance(c, torch.Tensor):
@@ -83,6 +93,7 @@ class CommCounter:
     step: int = 0
     _tracking: int = 0
     _paused: bool = False
+    _inside: int = 0  # depth of counted calls in progress: nested ones are not counted again
 
     # -- DDP gradient buckets -------------------------------------------------------------
     def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> CommCounter:
@@ -132,10 +143,14 @@ class CommCounter:
     def _wrap(self, op: str, fn):
         @functools.wraps(fn)
         def counted(*args, **kwargs):
-            if not self._paused:
+            if not self._paused and not self._inside:
                 nbytes, numel, dtype = _payload(args, kwargs)
                 self._record(op, nbytes, numel, dtype, "torch.distributed")
-            return fn(*args, **kwargs)
+            self._inside += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._inside -= 1
 
         counted._lab_utils_counted = True  # type: ignore[attr-defined]
         return counted

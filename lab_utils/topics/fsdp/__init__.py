@@ -1,0 +1,27 @@
+"""Lab 7 (sharded data parallel, FSDP2, with accumulation and checkpointing): its instruments,
+figures and exercise checks.
+
+    from lab_utils import launch
+    from lab_utils.topics import fsdp
+
+    def shard(model, mesh): ...                       # the lab's cells hold the taught code
+    fsdp.holdings.rank_bytes(model, optimizer)        # bytes this rank holds, measured
+    fsdp.holdings.zero_bytes(p_bytes, world_size=4, stage=3)   # the ZeRO formula
+    fsdp.traffic.per_op(counter.events)               # all-gathers / reduce-scatters counted
+    fsdp.figures.holdings(held, param_bytes)
+    fsdp.exercises.check_windows(train_windows)
+
+Modules:
+
+- ``workload``: the model, data, micro-batches and large-batch reference every run shares;
+- ``holdings``: bytes of parameters, gradients (FSDP2's unsharded ones too), optimizer state and
+  all-gathered parameters a rank holds; the ZeRO formulas; ``MeteredBatches``, which measures
+  between the micro-steps of an unchanged loop;
+- ``traffic``: collectives per kind, bytes sent on a ring, simulated time on a link;
+- ``figures``: the lab's plotly figures;
+- ``exercises``: the graders of the lab's exercises.
+"""
+
+from lab_utils.topics.fsdp import exercises, figures, holdings, traffic, workload
+
+__all__ = ["exercises", "figures", "holdings", "traffic", "workload"]

@@ -1,0 +1,68 @@
+"""The model, data and large-batch reference every run of lab 7 shares.
+
+    from lab_utils.topics.fsdp import workload
+    model = workload.model(width=128, depth=4)              # float64 blocks, dims divisible by 4
+    x, y = workload.dataset(n=64, width=128)
+    mine = workload.micro_batches(x, y, k=4, rank=0, world_size=2)   # this rank's K micro-batches
+    ref = workload.large_batch_reference(x, y, width=128, depth=4, lr=1e-3)   # one process
+
+Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
+uses ``world_size * k`` micro-batches of equal size, each sample on one rank only, so the
+update equals one step on the whole batch when every micro-batch loss is divided by ``k`` (the
+reduce-scatter averages over the ranks).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lab_utils import models
+
+__all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params"]
+
+
+def model(width: int = 128, depth: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
+    """``depth`` blocks Linear(width, width) + GELU: every parameter's first dim is ``width``."""
+    return models.mlp(width=width, depth=depth, seed=seed, dtype=dtype)
+
+
+def dataset(
+    n: int, width: int, *, seed: int = 1, dtype: torch.dtype = torch.float64
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` random inputs and regression targets of size ``width``."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, width, generator=g, dtype=dtype)
+    return x, torch.randn(n, width, generator=g, dtype=dtype)
+
+
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, *, k: int, rank: int, world_size: int
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """This rank's ``k`` micro-batches of one update: the batch is cut into ``world_size * k``
+    equal pieces and rank ``r`` takes pieces ``r*k .. r*k + k - 1``."""
+    pieces = world_size * k
+    if len(x) % pieces:
+        raise ValueError(f"a batch of {len(x)} samples does not cut into world_size * k = {pieces} equal micro-batches")
+    xs, ys = x.chunk(pieces), y.chunk(pieces)
+    return [(xs[i], ys[i]) for i in range(rank * k, rank * k + k)]
+
+
+def large_batch_reference(
+    batches: list[tuple[torch.Tensor, torch.Tensor]], *, width: int, depth: int, lr: float
+) -> torch.Tensor:
+    """Flat parameters after one AdamW step per ``(x, y)`` batch, in one process, no sharding."""
+    net = model(width, depth)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr)
+    for x, y in batches:
+        opt.zero_grad()
+        F.mse_loss(net(x), y).backward()
+        opt.step()
+    return flat_params(net)
+
+
+def flat_params(net: nn.Module) -> torch.Tensor:
+    """All parameters in one flat float64 vector; sharded ones (DTensors) gathered first."""
+    full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in net.parameters()]
+    return torch.cat([p.detach().double().reshape(-1) for p in full])
