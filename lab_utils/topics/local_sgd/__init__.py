@@ -1,0 +1,38 @@
+"""Lab 5, local SGD: the pieces the lab's cells share. The methods themselves (local SGD, DDP,
+post-local SGD, DiLoCo, Accelerate's LocalSGD loop) are written in the lab's cells.
+
+    from lab_utils.topics import local_sgd
+    def section(steps):                                         # runs on every rank
+        return {"H=8": local_sgd.run(train_local, steps=steps, H=8)}
+    runs = local_sgd.gather(launch(section, world_size=2, args=(64,)))
+    local_sgd.figures.loss(runs)
+    local_sgd.exercises.check_local_sgd(local_sgd_flat)
+
+Modules:
+    task             the model, the data, one shard of batches per rank, optimizers
+    record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
+    accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted
+    cost             measured compute + simulated communication = time on another network
+    reference        an importable local SGD (exercise 2's reference; what torchrun runs)
+    figures          the lab's plotly figures
+    exercises        the graders of the lab's exercises
+"""
+
+from lab_utils.topics.local_sgd import cost, exercises, figures, record, reference, task
+from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
+from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
+from lab_utils.topics.local_sgd.record import gather, run
+
+__all__ = [
+    "cost",
+    "exercises",
+    "figures",
+    "record",
+    "reference",
+    "task",
+    "run",
+    "gather",
+    "run_accelerate",
+    "compute_per_step",
+    "simulated_seconds",
+]

@@ -1,0 +1,106 @@
+"""Run an Accelerate training loop (written in a lab cell) on this rank, its communication counted.
+
+    def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+        with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps) as local_sgd:
+            for inputs, targets in dataloader:
+                ...the guide's loop...
+
+    launch(lambda: run_accelerate(guide_loop, local_sgd_steps=8, accumulation=2), world_size=2)
+
+``run_accelerate`` builds the Accelerator (``cpu=True`` on CPU, inside the rank: otherwise each
+process trains alone), the lab model, an SGD optimizer, a constant scheduler and a dataloader of
+``micro_batches`` batches per rank, prepares them, and calls the loop. From outside it counts
+DDP's gradient all-reduces and every direct collective (``LocalSGD``'s averaging), and notes
+``accelerator.sync_gradients`` after each micro-batch. It returns plain data: ``averagings``
+(micro-batch index of each parameter averaging and whether it followed an optimizer update),
+``updates``, ``events``, fingerprints of parameters and buffers, ``num_processes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lab_utils.checks import fingerprint
+from lab_utils.comm import CommCounter
+from lab_utils.topics.local_sgd import task
+
+__all__ = ["run_accelerate"]
+
+
+def _noting(loader, accelerator, counter: CommCounter, flags: list[bool]) -> Iterator:
+    """The loader's batches; after each micro-batch, note sync_gradients and start a new step."""
+    started = False
+    for batch in loader:
+        if started:
+            flags.append(bool(accelerator.sync_gradients))
+            counter.mark_step()
+        started = True
+        yield batch
+    if started:
+        flags.append(bool(accelerator.sync_gradients))
+        counter.mark_step()
+
+
+def run_accelerate(
+    loop: Callable[..., Any],
+    *,
+    accumulation: int = 2,
+    micro_batches: int = 32,
+    batchnorm: bool = False,
+    lr: float = 0.1,
+    seed: int = 0,
+    **loop_kwargs: Any,
+) -> dict[str, Any]:
+    """Call ``loop(accelerator, model, optimizer, scheduler, dataloader, **loop_kwargs)`` on this
+    rank (or alone, without a process group) and return what was counted (see the module doc)."""
+    from accelerate import Accelerator  # imported here: a heavy import most of the lab never needs
+
+    if accumulation < 1 or micro_batches < 1:
+        raise ValueError(f"accumulation={accumulation}, micro_batches={micro_batches}: both must be >= 1")
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    accelerator = Accelerator(cpu=not torch.cuda.is_available(), gradient_accumulation_steps=accumulation)
+    if accelerator.num_processes != world:
+        raise RuntimeError(
+            f"Accelerator sees {accelerator.num_processes} process(es) but torch.distributed has {world}: "
+            f"create Accelerator(cpu=True) inside the rank function (on CPU), after the process group exists"
+        )
+    batch = task.TASK["batch"]
+    x, y, _, _ = task.make_data(world, per_rank=micro_batches * batch, eval_n=16, seed=seed)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
+    model = task.make_model(seed=seed, batchnorm=batchnorm)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    counter = CommCounter()
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        counter.attach(model)
+    flags: list[bool] = []
+    with counter.track():
+        loop(accelerator, model, optimizer, scheduler, _noting(loader, accelerator, counter, flags), **loop_kwargs)
+    events = [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in counter.events]
+    inner = accelerator.unwrap_model(model)
+    n_tensors = len(list(inner.parameters()))
+    direct = [e for e in events if e["source"] == "torch.distributed"]
+    # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
+    avg_at = [direct[i]["step"] for i in range(0, len(direct), n_tensors)]
+    out = {
+        "num_processes": accelerator.num_processes,
+        "distributed_type": str(accelerator.distributed_type),
+        "micro_batches": len(flags),
+        "updates": sum(flags),
+        "sync_flags": flags,
+        "events": events,
+        "n_param_tensors": n_tensors,
+        "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
+        "averagings": [{"micro_batch": s, "on_update_boundary": s >= len(flags) or flags[s]} for s in avg_at],
+        "param_fingerprint": fingerprint(inner.parameters()),
+        "buffer_fingerprint": fingerprint(b for b in inner.buffers() if b.is_floating_point()),
+        "rank": accelerator.process_index,
+    }
+    del model, optimizer, loader, scheduler, inner
+    accelerator.free_memory()
+    return out

@@ -1,0 +1,175 @@
+"""Run a training method on this rank with everything measured from outside the method.
+
+A method is a plain function the lab writes in a cell; it receives the model, the optimizer,
+this rank's batches and ``log``, and calls ``log(loss)`` at the end of every step:
+
+    def train_local(model, opt, batches, log, H):
+        for step, (xb, yb) in enumerate(batches):
+            ...forward, backward, opt.step()...
+            if (step + 1) % H == 0:
+                average_parameters(model)
+            log(loss)
+
+    def both():                                          # runs on every rank
+        return {"DDP": record.run(train_ddp, steps=64), "H=8": record.run(train_local, steps=64, H=8)}
+    runs = record.gather(launch(both, world_size=2))     # in the kernel: one dict per run
+
+``run`` counts every ``torch.distributed`` collective the method makes (``log.watch(ddp)`` adds
+DDP's gradient all-reduces), and ``log`` records per step the loss, a fingerprint of the
+parameters, the held-out loss of the ranks' mean model and optionally how far the ranks have
+drifted apart. The recorder's own collectives (the mean model, the drift) are not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from lab_utils.checks import fingerprint
+from lab_utils.comm import CommCounter
+from lab_utils.topics.local_sgd import task
+
+__all__ = ["Recorder", "run", "gather"]
+
+
+class Recorder:
+    """``log(loss)`` at the end of each step; ``log.watch(ddp)`` to count DDP's all-reduces."""
+
+    def __init__(
+        self, model: nn.Module, x_eval: torch.Tensor, y_eval: torch.Tensor, *, eval_every: int, spread: bool = False
+    ):
+        self.model, self.x_eval, self.y_eval = model, x_eval, y_eval
+        self.eval_every, self.spread = eval_every, spread
+        self.counter = CommCounter()
+        self.losses: list[float] = []
+        self.fingerprints: list[str] = []
+        self.drift: list[float] = []
+        self.eval_curve: list[tuple[int, float]] = []
+        self.step_s: list[float] = []
+        self._t = time.perf_counter()
+
+    def watch(self, ddp: nn.parallel.DistributedDataParallel) -> nn.parallel.DistributedDataParallel:
+        """Count this DDP model's gradient all-reduces too; returns it."""
+        self.counter.attach(ddp)
+        return ddp
+
+    def __call__(self, loss: torch.Tensor) -> None:
+        self.step_s.append(time.perf_counter() - self._t)  # the step itself, bookkeeping excluded
+        self.losses.append(loss.item())
+        self.fingerprints.append(fingerprint(self.model))
+        step = len(self.losses)
+        with self.counter.paused():  # the recorder's own traffic is not the method's
+            if self.spread:
+                self.drift.append(_drift(self.model))
+            if step % self.eval_every == 0:
+                self.eval_curve.append((step, _eval_of_mean(self.model, self.x_eval, self.y_eval)))
+        self.counter.mark_step()
+        self._t = time.perf_counter()
+
+
+def _flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+def _drift(model: nn.Module) -> float:
+    """Largest distance (L2, over the ranks) of a rank's parameters from the ranks' mean."""
+    mine = _flat(model)
+    mean = mine.clone()
+    dist.all_reduce(mean)
+    mean /= dist.get_world_size()
+    d = torch.tensor([(mine - mean).norm().item()])
+    dist.all_reduce(d, op=dist.ReduceOp.MAX)
+    return d.item()
+
+
+def _eval_of_mean(model: nn.Module, x_eval: torch.Tensor, y_eval: torch.Tensor) -> float:
+    """Held-out loss of the mean of the ranks' models (what averaging now would give)."""
+    with torch.no_grad():
+        saved = [p.detach().clone() for p in model.parameters()]
+        flat = _flat(model)
+        dist.all_reduce(flat)
+        flat /= dist.get_world_size()
+        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+        loss = F.cross_entropy(model(x_eval), y_eval).item()
+        for p, v in zip(model.parameters(), saved):
+            p.copy_(v)
+    return loss
+
+
+def run(
+    method: Callable[..., Any],
+    *,
+    steps: int,
+    optimizer: str = "sgd",
+    lr: float | None = None,
+    skew: float = 0.0,
+    seed: int = 0,
+    eval_every: int | None = None,
+    spread: bool = False,
+    **method_kwargs: Any,
+) -> dict[str, Any]:
+    """On this rank: build the lab task, call ``method(model, opt, batches, log, **method_kwargs)``
+    with its collectives counted, and return plain data: ``losses``, ``fingerprints`` (per step),
+    ``drift`` (with ``spread=True``), ``eval_curve``, ``eval_loss``, ``comm`` (the counter's
+    summary), ``events``, ``synced_steps`` (steps in which the method made a collective),
+    ``step_s``, ``opt_state`` (fingerprint), ``params`` (flat tensor), ``param_bytes``."""
+    if not dist.is_initialized():
+        raise RuntimeError(
+            "run() trains on ranks: call it inside a function you start with lab_utils.launch(fn, world_size=2)"
+        )
+    if steps < 1:
+        raise ValueError(f"steps={steps}: need at least one step")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    x, y, x_eval, y_eval = task.make_data(world, seed=seed)
+    model = task.make_model(seed=seed)
+    opt = task.make_optimizer(optimizer, model.parameters(), lr)
+    batches = task.rank_batches(x, y, rank, world, steps=steps, seed=seed, skew=skew)
+    log = Recorder(model, x_eval, y_eval, eval_every=eval_every or max(1, steps // 16), spread=spread)
+    with log.counter.track():
+        method(model, opt, batches, log, **method_kwargs)
+    if len(log.losses) != steps:
+        raise RuntimeError(f"{method.__name__} called log(loss) {len(log.losses)} times in {steps} steps: once a step")
+    with torch.no_grad():
+        eval_loss = F.cross_entropy(model(x_eval), y_eval).item()
+    state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0]
+    events = [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in log.counter.events]
+    return {
+        "method": method.__name__,
+        "steps": steps,
+        "world_size": world,
+        "losses": log.losses,
+        "fingerprints": log.fingerprints,
+        "drift": log.drift,
+        "eval_curve": log.eval_curve,
+        "eval_loss": eval_loss,
+        "comm": log.counter.summary(),
+        "events": events,
+        "synced_steps": sorted({e["step"] for e in events}),
+        "step_s": log.step_s,
+        "opt_state": fingerprint(state) if state else "",
+        "params": _flat(model).clone(),
+        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+        "n_param_tensors": len(list(model.parameters())),
+    }
+
+
+def gather(per_rank: Sequence[dict[str, dict]]) -> dict[str, dict]:
+    """In the kernel: the ranks' ``{name: run}`` dicts -> ``{name: rank 0's run}`` with ``losses``
+    averaged over the ranks and every rank's ``rank_fingerprints`` (per step) and ``rank_params``."""
+    out: dict[str, dict] = {}
+    for name, first in per_rank[0].items():
+        rs = [r[name] for r in per_rank]
+        out[name] = {
+            **first,
+            "losses": torch.tensor([r["losses"] for r in rs]).mean(0).tolist(),
+            "rank_fingerprints": [r["fingerprints"] for r in rs],
+            "rank_params": [r["params"] for r in rs],
+            "rank_opt_state": [r["opt_state"] for r in rs],
+        }
+    return out

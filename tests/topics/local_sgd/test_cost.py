@@ -1,0 +1,50 @@
+"""Time on another network: measured compute plus the counted collectives costed on a link model."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab_utils.simnet import LINKS, allreduce_seconds
+from lab_utils.topics.local_sgd import cost
+
+PBYTES = 11_082 * 4
+TENSOR_BYTES = [2048 * 4, 64 * 4, 4160 * 4 - 64 * 4, 64 * 4, 4160 * 4 - 64 * 4, 64 * 4, 640 * 4, 10 * 4]
+
+
+def local_run(steps=16, H=4, exit_step=None):
+    """A run as record.run returns it: one all_reduce per parameter tensor every H steps."""
+    at = list(range(H - 1, steps, H)) + ([exit_step] if exit_step is not None else [])
+    events = [
+        {"op": "all_reduce", "nbytes": n, "step": s, "source": "torch.distributed"} for s in at for n in TENSOR_BYTES
+    ]
+    return {"steps": steps, "events": events, "step_s": [1e-3] * steps}
+
+
+def test_tensor_sizes_add_up_to_the_model():
+    assert sum(TENSOR_BYTES) == PBYTES
+
+
+def test_simulated_seconds_by_hand():
+    r, link = local_run(), LINKS["1GbE"]
+    t = cost.simulated_seconds(r, link, 2, step_seconds=1e-3)
+    # one ring all-reduce per tensor: 2 (p-1) latencies + 2 (p-1)/p bytes / bandwidth each, p = 2
+    per_avg = 8 * 2 * link.latency_s + PBYTES / link.bandwidth_Bps
+    assert per_avg == pytest.approx(sum(allreduce_seconds(n, 2, link) for n in TENSOR_BYTES))
+    assert t[2] == pytest.approx(3e-3)
+    assert t[3] == pytest.approx(4e-3 + per_avg)
+    assert t[-1] == pytest.approx(16e-3 + 4 * per_avg)
+
+
+def test_averaging_at_exit_is_added_to_the_end():
+    link = LINKS["WAN"]
+    with_exit = cost.simulated_seconds(local_run(steps=10, H=4, exit_step=10), link, 2, 1e-3)
+    without = cost.simulated_seconds(local_run(steps=10, H=4), link, 2, 1e-3)
+    assert with_exit[:-1] == without[:-1]
+    assert with_exit[-1] - without[-1] == pytest.approx(sum(allreduce_seconds(n, 2, link) for n in TENSOR_BYTES))
+
+
+def test_compute_per_step_is_the_median():
+    runs = {"a": {"step_s": [1.0, 2.0, 9.0]}, "b": {"step_s": [3.0, 100.0]}}
+    assert cost.compute_per_step(runs) == 3.0
+    with pytest.raises(ValueError, match="step_s"):
+        cost.compute_per_step({"a": {"step_s": []}})

@@ -1,0 +1,177 @@
+"""Each grader of lab 5 passes the solution, fails the bug its exercise is about (✗, with the
+hint), and says "not attempted" for the stub."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from accelerate.local_sgd import LocalSGD
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+from lab_utils.topics.local_sgd import exercises, reference
+
+pytestmark = pytest.mark.usefixtures("no_orphans")
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ----------------------------------------------------------------------------- 1: DiLoCo outer step
+def outer_nesterov(anchor, averaged, momentum, lr, mu):
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m.mul_(mu).add_(g)
+        a.sub_(lr * (g + mu * m))
+
+
+def outer_no_momentum(anchor, averaged, momentum, lr, mu):
+    for a, avg in zip(anchor, averaged):
+        a.sub_(lr * (a - avg))
+
+
+def outer_wrong_sign(anchor, averaged, momentum, lr, mu):
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = avg - a
+        m.mul_(mu).add_(g)
+        a.sub_(lr * (g + mu * m))
+
+
+def outer_heavy_ball(anchor, averaged, momentum, lr, mu):  # momentum, but not Nesterov's
+    for a, avg, m in zip(anchor, averaged, momentum):
+        m.mul_(mu).add_(a - avg)
+        a.sub_(lr * m)
+
+
+def test_outer_step_passes_nesterov(capsys):
+    assert exercises.check_outer_step(outer_nesterov) == PASSED
+    assert PASSED in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [outer_no_momentum, outer_wrong_sign, outer_heavy_ball])
+def test_outer_step_fails_wrong_updates(wrong):
+    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*hint"):
+        exercises.check_outer_step(wrong)
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_outer_step_not_attempted(attempt, capsys):
+    assert exercises.check_outer_step(attempt) == NOT_ATTEMPTED
+    assert "not attempted" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- 2: local SGD from scratch
+def averages_gradients(model, opt, batches, H):  # DDP by hand: what local SGD avoids
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad /= dist.get_world_size()
+        opt.step()
+
+
+def never_averages(model, opt, batches, H):
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def per_tensor_no_exit(model, opt, batches, H):  # Accelerate's averaging, and no averaging at the end
+    for step, (xb, yb) in enumerate(batches):
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if (step + 1) % H == 0:
+            for p in model.parameters():
+                dist.all_reduce(p.data)
+                p.data /= dist.get_world_size()
+
+
+def forgets_the_division(model, opt, batches, H):
+    done = 0
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        done += 1
+        if done % H == 0:
+            sum_over_ranks(model)
+    if done % H:
+        sum_over_ranks(model)
+
+
+def sum_over_ranks(model):
+    buf = torch.cat([p.data.flatten() for p in model.parameters()])
+    dist.all_reduce(buf)
+    torch.nn.utils.vector_to_parameters(buf, model.parameters())
+
+
+def test_local_sgd_passes_the_reference(capsys):
+    assert exercises.check_local_sgd(reference.local_sgd_flat) == PASSED
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (averages_gradients, "collectives during steps"),
+        (never_averages, "collectives during steps"),
+        (per_tensor_no_exit, "collectives during steps"),
+        (forgets_the_division, "differ from the reference"),
+    ],
+)
+def test_local_sgd_fails_wrong_loops(wrong, says):
+    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*{says}.*hint"):
+        exercises.check_local_sgd(wrong)
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_local_sgd_not_attempted(attempt, capsys):
+    assert exercises.check_local_sgd(attempt) == NOT_ATTEMPTED
+
+
+# ----------------------------------------------------------------------------- 3: LocalSGD counting updates
+def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(inputs), targets)
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                local_sgd.step()  # the guide's line: counts micro-batches
+
+
+def fixed_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(inputs), targets)
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    local_sgd.step()
+
+
+def test_update_loop_passes_the_fix():
+    assert exercises.check_update_loop(fixed_loop) == PASSED
+
+
+def test_update_loop_fails_the_guides_loop():
+    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*averagings in 8 updates.*hint"):
+        exercises.check_update_loop(guide_loop)
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_update_loop_not_attempted(attempt):
+    assert exercises.check_update_loop(attempt) == NOT_ATTEMPTED
