@@ -1,0 +1,28 @@
+"""Lab 6 (pipelines, GPipe, on real ranks): its instruments, figures and exercise checks.
+
+    from lab_utils import launch
+    from lab_utils.topics import pipeline
+
+    def gpipe_step(stage, inputs, targets): ...      # the lab's cell: one fill-drain step
+    res = launch(pipeline.runs.measure, 2, args=(gpipe_step, pipeline.stages.Spec(), [1, 4]))
+    pipeline.timeline.bubble([r["runs"][4]["events"][0] for r in res])   # measured idle fraction
+    pipeline.figures.timeline([r["runs"][4]["events"][0] for r in res])
+    pipeline.exercises.check_fill_drain(gpipe_step)
+
+Modules:
+
+- ``stages``: the model and data every run shares, ``split`` into stages (with boundaries), the
+  shape check between stages, and the one-process large-batch reference;
+- ``timeline``: ``Recorder`` (hooks on a stage: each forward and backward, and what it saves),
+  the measured bubble, GPipe's formula, activations in flight;
+- ``traffic``: ``P2PCounter`` (bytes sent between stages, any loop or schedule) and simulated
+  link times for the pipeline and for DDP;
+- ``runs``: the rank-side harness (``measure``), torch's schedules as step functions
+  (``torch_step``), a checkpointed stage, DDP's bytes for the same model;
+- ``figures``: the lab's plotly figures;
+- ``exercises``: the graders of the lab's exercises.
+"""
+
+from lab_utils.topics.pipeline import exercises, figures, runs, stages, timeline, traffic
+
+__all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic"]

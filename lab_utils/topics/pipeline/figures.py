@@ -1,0 +1,134 @@
+"""Lab 6's plotly figures: timelines of real runs, the bubble against its formula, memory, traffic.
+
+from lab_utils.topics.pipeline import figures
+figures.timeline(events_per_stage, title="GPipe, p = 2, m = 4")   # stage x time, by micro-batch
+figures.timelines({"GPipe": ev1, "1F1B": ev2})                    # side by side, one row each
+figures.bubble(rows)            # rows: {"p", "m", "measured", "formula"}
+figures.memory({"GPipe": [b0, b1], "1F1B": [...]})                # bytes in flight per stage
+figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (simulated)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from lab_utils.memory import fmt_bytes
+from lab_utils.plots import PALETTE, simulated, style
+from lab_utils.topics.pipeline.timeline import Event, formula
+
+__all__ = ["timeline", "timelines", "bubble", "memory", "traffic"]
+
+
+def _traces(events_per_stage: Sequence[Iterable[Event | dict]], showlegend: bool) -> list[go.Bar]:
+    evs = [e if isinstance(e, Event) else Event(**e) for stage in events_per_stage for e in stage]
+    t0 = min((e.start for e in evs), default=0.0)
+    traces = []
+    for e in sorted(evs, key=lambda e: (e.kind != "F", e.micro_batch, e.stage)):
+        color = PALETTE[e.micro_batch % len(PALETTE)]
+        traces.append(
+            go.Bar(
+                y=[f"stage {e.stage}"],
+                x=[(e.end - e.start) * 1e3],
+                base=[(e.start - t0) * 1e3],
+                orientation="h",
+                marker=dict(color=color, pattern_shape="" if e.kind == "F" else "/", line=dict(width=1, color="white")),
+                text=f"{e.kind}{e.micro_batch}",
+                textposition="inside",
+                insidetextanchor="middle",
+                name=f"micro-batch {e.micro_batch}",
+                legendgroup=str(e.micro_batch),
+                showlegend=showlegend and e.kind == "F" and e.stage == 0,
+                hovertemplate=f"stage {e.stage} {'forward' if e.kind == 'F' else 'backward'} "
+                f"micro-batch {e.micro_batch}<br>%{{base:.1f}} ms + %{{x:.1f}} ms<extra></extra>",
+            )
+        )
+    return traces
+
+
+def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str = "") -> go.Figure:
+    """One step of a real run: a row per stage, a bar per forward (plain) and backward
+    (hatched), coloured by micro-batch; the white gaps are the bubble."""
+    fig = go.Figure(_traces(events_per_stage, True))
+    fig.update_layout(barmode="overlay")
+    fig.update_yaxes(autorange="reversed")
+    return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
+
+
+def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: str = "") -> go.Figure:
+    """Several timelines (e.g. one per schedule) stacked on a shared time axis."""
+    names = list(runs)
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.12)
+    for i, name in enumerate(names, start=1):
+        for tr in _traces(runs[name], showlegend=i == 1):
+            fig.add_trace(tr, row=i, col=1)
+        fig.update_yaxes(autorange="reversed", row=i, col=1)
+    fig.update_layout(barmode="overlay")
+    style(fig, title=title or "the same step under each schedule (measured)", height=170 + 150 * len(names))
+    fig.update_xaxes(title_text="ms since the step began", row=len(names), col=1)
+    return fig
+
+
+def bubble(rows: Sequence[Mapping]) -> go.Figure:
+    """Measured idle fraction (markers) against (p - 1) / (m + p - 1) (lines), per p, over m."""
+    fig = go.Figure()
+    for i, p in enumerate(sorted({r["p"] for r in rows})):
+        mine = sorted((r for r in rows if r["p"] == p), key=lambda r: r["m"])
+        ms = [r["m"] for r in mine]
+        color = PALETTE[i % len(PALETTE)]
+        grid = list(range(1, max(ms) + 1))
+        fig.add_trace(
+            go.Scatter(
+                x=grid,
+                y=[formula(p, m) for m in grid],
+                mode="lines",
+                line=dict(color=color, dash="dash"),
+                name=f"p = {p}: (p-1)/(m+p-1)",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=ms,
+                y=[r["measured"] for r in mine],
+                mode="markers",
+                marker=dict(color=color, size=11),
+                name=f"p = {p}: measured",
+            )
+        )
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    return style(fig, title="the bubble: idle fraction of the stages", xaxis="micro-batches m", yaxis="idle")
+
+
+def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
+    """Most activation bytes each stage held for backward at once, per schedule (measured)."""
+    fig = go.Figure()
+    for i, (name, per_stage) in enumerate(in_flight.items()):
+        fig.add_trace(
+            go.Bar(
+                x=[f"stage {s}" for s in range(len(per_stage))],
+                y=[b / 2**20 for b in per_stage],
+                text=[fmt_bytes(b) for b in per_stage],
+                textposition="auto",
+                name=name,
+                marker_color=PALETTE[i % len(PALETTE)],
+            )
+        )
+    fig.update_layout(barmode="group")
+    return style(fig, title="activations kept for backward, at the worst moment (measured)", yaxis="MiB")
+
+
+def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
+    """Simulated communication seconds per step on each link, one bar per method."""
+    links = list(seconds)
+    methods = list(next(iter(seconds.values())))
+    fig = go.Figure(
+        [
+            go.Bar(x=links, y=[seconds[link][m] * 1e3 for link in links], name=m, marker_color=PALETTE[i])
+            for i, m in enumerate(methods)
+        ]
+    )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(type="log")
+    return style(fig, title=simulated("communication per step"), xaxis="link", yaxis="ms (log)")

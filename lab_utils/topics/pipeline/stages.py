@@ -1,0 +1,153 @@
+"""A model cut into pipeline stages, its micro-batches, and the one-process reference.
+
+    from lab_utils.topics.pipeline import stages
+    spec = stages.Spec(depth=8, width=128, batch=64)        # the model and data every run shares
+    model = stages.model(spec)                              # nn.Sequential of `depth` blocks
+    parts = stages.split(model, 2)                          # [blocks 0-3, blocks 4-7]
+    parts = stages.split(model, 2, boundaries=[3])          # [blocks 0-2, blocks 3-7]
+    xs, ys = stages.micro_batches(spec, m=4)                # the batch cut into 4 micro-batches
+    grads = stages.reference_grads(spec)                    # one process, the whole batch
+
+A stage is a contiguous run of blocks (``nn.Sequential``); ``boundaries`` are the indices of the
+first block of every stage but the first. The loss is the mean over the whole batch, so a
+pipeline with m micro-batches divides each micro-batch's mean loss by m (as accumulation does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lab_utils import models
+
+__all__ = [
+    "Spec",
+    "model",
+    "split",
+    "stage_sizes",
+    "check_shapes",
+    "batch",
+    "micro_batches",
+    "loss_fn",
+    "reference_grads",
+    "flat_grads",
+]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The model (``depth`` blocks Linear+GELU of ``width``; with ``hidden``, one block per entry,
+    Linear(width, h) -> GELU -> Linear(h, width), so blocks cost unequal amounts but every
+    boundary carries [micro-batch, width]) and the data (``batch`` samples, a seeded regression)."""
+
+    depth: int = 8
+    width: int = 128
+    batch: int = 64
+    seed: int = 0
+    dtype: torch.dtype = torch.float32
+    hidden: tuple[int, ...] = ()  # per-block hidden sizes (an uneven model); empty: `depth` equal blocks
+
+    def with_(self, **changes) -> Spec:
+        return replace(self, **changes)
+
+
+def model(spec: Spec) -> nn.Sequential:
+    """The blocks of ``spec`` in an ``nn.Sequential``; the loss is MSE to a target of ``width``."""
+    if not spec.hidden:
+        return models.mlp(spec.width, spec.depth, seed=spec.seed, dtype=spec.dtype)
+    torch.manual_seed(spec.seed)
+    w = spec.width
+    blocks = [nn.Sequential(nn.Linear(w, h), nn.GELU(), nn.Linear(h, w)) for h in spec.hidden]
+    return nn.Sequential(*blocks).to(spec.dtype)
+
+
+def split(model: nn.Sequential, n_stages: int, boundaries: Sequence[int] | None = None) -> list[nn.Sequential]:
+    """Cut ``model`` into ``n_stages`` contiguous stages (the same module objects, not copies).
+
+    Without ``boundaries`` the blocks are shared out evenly (earlier stages take the remainder)."""
+    n = len(model)
+    if not isinstance(n_stages, int) or n_stages < 1:
+        raise ValueError(f"n_stages={n_stages!r}: give a positive number of stages (one per rank)")
+    if n_stages > n:
+        raise ValueError(
+            f"n_stages={n_stages} but the model has only {n} blocks: every stage needs at least one "
+            f"block. Use n_stages <= {n} (fewer ranks) or a deeper model."
+        )
+    if boundaries is None:
+        sizes = stage_sizes(n, n_stages)
+        boundaries = [sum(sizes[:i]) for i in range(1, n_stages)]
+    cuts = [0, *boundaries, n]
+    if len(boundaries) != n_stages - 1 or any(a >= b for a, b in zip(cuts, cuts[1:])):
+        raise ValueError(
+            f"boundaries={list(boundaries)} for {n_stages} stages of {n} blocks: give {n_stages - 1} "
+            f"increasing block indices between 1 and {n - 1} (the first block of stages 1..{n_stages - 1})"
+        )
+    return [model[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def stage_sizes(n_blocks: int, n_stages: int) -> list[int]:
+    """Blocks per stage when ``n_blocks`` are shared out evenly (the first stages take one more)."""
+    q, r = divmod(n_blocks, n_stages)
+    return [q + (i < r) for i in range(n_stages)]
+
+
+def check_shapes(parts: Sequence[nn.Module], example: torch.Tensor) -> list[tuple[int, ...]]:
+    """Run ``example`` through the stages (no gradients) and return the shape each stage sends.
+
+    Raises ValueError naming the two stages whose shapes do not meet and what to change: the
+    check a pipeline needs before it starts, because a receive with the wrong shape hangs or fails
+    on the far rank with a message about bytes, not layers."""
+    shapes, x = [], example
+    with torch.no_grad():
+        for i, part in enumerate(parts):
+            try:
+                x = part(x)
+            except RuntimeError as err:
+                raise ValueError(
+                    f"stage {i} cannot take the {tuple(x.shape)} tensor that "
+                    f"{'stage ' + str(i - 1) if i else 'the batch'} gives it ({err}). Make the last layer "
+                    f"of stage {i - 1} and the first layer of stage {i} agree on the feature size "
+                    f"(or move the boundary between them)."
+                ) from None
+            shapes.append(tuple(x.shape))
+    return shapes
+
+
+def batch(spec: Spec) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole batch: inputs and regression targets, both [batch, width], seeded."""
+    g = torch.Generator().manual_seed(spec.seed + 1)
+    x = torch.randn(spec.batch, spec.width, generator=g).to(spec.dtype)
+    y = torch.randn(spec.batch, spec.width, generator=g).to(spec.dtype)
+    return x, y
+
+
+def micro_batches(spec: Spec, m: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The batch cut into ``m`` equal micro-batches (inputs, targets)."""
+    if spec.batch % m:
+        raise ValueError(f"m={m} does not divide batch={spec.batch}: choose m among its divisors")
+    x, y = batch(spec)
+    return list(x.chunk(m)), list(y.chunk(m))
+
+
+def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The mean squared error of one (micro-)batch."""
+    return F.mse_loss(output, target)
+
+
+def flat_grads(parts: Sequence[nn.Module] | nn.Module) -> torch.Tensor:
+    """Every parameter's gradient, flattened into one vector (zeros where there is none)."""
+    mods = [parts] if isinstance(parts, nn.Module) else list(parts)
+    ps = [p for mod in mods for p in mod.parameters()]
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in ps])
+
+
+def reference_grads(spec: Spec) -> torch.Tensor:
+    """The gradient of one large-batch step in one process: what every pipeline must equal."""
+    net = model(spec)
+    x, y = batch(spec)
+    loss_fn(net(x), y).backward()
+    return flat_grads(net)

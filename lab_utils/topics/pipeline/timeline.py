@@ -1,0 +1,212 @@
+"""When each stage computes which micro-batch, recorded from outside the loop, and the bubble.
+
+    from lab_utils.topics.pipeline import timeline
+    rec = timeline.Recorder(stage, stage_index=rank)   # hooks on the stage module, nothing in the loop
+    with rec:
+        gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
+    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes), ...]
+    timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
+    timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
+
+How it records. A forward is the time between the stage module's forward pre-hook and forward
+hook; inside it the saved-tensor meter (``lab_utils.memory``) counts what autograd keeps for this
+micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded).
+A backward starts when the gradient of that forward's output arrives (a tensor hook on the
+output) and ends when the last parameter of the stage has received its gradient (post-accumulate
+hooks). The micro-batch number of a backward is that of its forward, so any order (GPipe, 1F1B)
+is recorded as it happens. Times are seconds after ``start``, which the
+caller sets right after a barrier, so every rank's clock starts together.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from lab_utils.memory import SavedTensorMeter
+
+__all__ = ["Event", "Recorder", "bubble", "replay", "median_bubble", "formula", "busy_seconds", "in_flight", "order"]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One forward ("F") or backward ("B") of one micro-batch on one stage; seconds after start."""
+
+    stage: int
+    kind: str
+    micro_batch: int
+    start: float
+    end: float
+    saved_bytes: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Recorder:
+    """Context manager: records every forward and backward of ``stage`` (an nn.Module) as Events."""
+
+    def __init__(self, stage: nn.Module, stage_index: int, *, measure_saved: bool = True):
+        self.stage, self.index, self.measure_saved = stage, stage_index, measure_saved
+        self.params = [p for p in stage.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError(
+                f"stage {stage_index} has no trainable parameters: the recorder needs one to see backwards"
+            )
+        self.events: list[Event] = []
+        self.start = time.perf_counter()
+        self._handles: list = []
+        self._n_forward = 0
+        self._open: dict | None = None  # the forward running now
+        self._pending: list[tuple[int, float]] = []  # backwards started, not yet finished
+        self._accumulated = 0
+
+    def restart(self) -> None:
+        """Forget the events and count micro-batches from 0 again; times from now on."""
+        self.events, self._n_forward, self._pending, self._accumulated = [], 0, [], 0
+        self.start = time.perf_counter()
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.start
+
+    def _pre(self, module, args) -> None:
+        # The data a stage is given without a gradient (the batch, on stage 0) is not an
+        # activation of this stage: it lives anyway, and views of it would count the whole batch.
+        data = [a for a in args if isinstance(a, torch.Tensor) and not a.requires_grad]
+        meter = SavedTensorMeter(None, exclude=self.params + data) if self.measure_saved else None
+        if meter is not None:
+            meter.__enter__()
+        self._open = {"t0": self._now(), "meter": meter, "mb": self._n_forward}
+        self._n_forward += 1
+
+    def _post(self, module, args, output) -> None:
+        o = self._open
+        if o is None:
+            return
+        self._open = None
+        saved = 0
+        if o["meter"] is not None:
+            o["meter"].__exit__(None, None, None)
+            saved = o["meter"].total_bytes
+        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), saved))
+        out = output[0] if isinstance(output, (tuple, list)) else output
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            mb = o["mb"]
+            out.register_hook(lambda grad, mb=mb: self._backward_starts(mb))
+
+    def _backward_starts(self, mb: int) -> None:
+        self._pending.append((mb, self._now()))
+
+    def _accumulated_one(self, param) -> None:
+        self._accumulated += 1
+        if self._accumulated == len(self.params) and self._pending:
+            mb, t0 = self._pending.pop(0)
+            self.events.append(Event(self.index, "B", mb, t0, self._now()))
+            self._accumulated = 0
+
+    def __enter__(self) -> Recorder:
+        self._handles.append(self.stage.register_forward_pre_hook(self._pre))
+        self._handles.append(self.stage.register_forward_hook(self._post))
+        for p in self.params:
+            self._handles.append(p.register_post_accumulate_grad_hook(self._accumulated_one))
+        self.restart()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def _as_events(events: Iterable[Event | dict]) -> list[Event]:
+    return [e if isinstance(e, Event) else Event(**e) for e in events]
+
+
+def busy_seconds(events: Iterable[Event | dict]) -> float:
+    """Seconds spent computing (forwards and backwards)."""
+    return sum(e.end - e.start for e in _as_events(events))
+
+
+def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+    """Measured idle fraction of one step: 1 - (time computing, summed over the p stages) /
+    (p x the step's duration from the first forward to the last backward on any stage)."""
+    stages = [_as_events(ev) for ev in events_per_stage]
+    if not stages or not all(stages):
+        raise ValueError("bubble: give one non-empty list of events per stage (every rank's recorder)")
+    t0 = min(e.start for ev in stages for e in ev)
+    t1 = max(e.end for ev in stages for e in ev)
+    return 1.0 - sum(busy_seconds(ev) for ev in stages) / (len(stages) * (t1 - t0))
+
+
+def replay(events_per_stage: Sequence[Iterable[Event | dict]], *, slots: bool = False) -> list[list[Event]]:
+    """The same step with free, instant communication: each stage runs its recorded work in its
+    recorded order for its measured durations, and starts each piece as soon as its input exists
+    (forward i after forward i of the stage before, backward i after backward i of the stage
+    after). Separates the schedule's own bubble from the time lost to messages and to the OS.
+
+    ``slots=True`` replaces the durations by 1 per forward and 2 per backward (equal stages):
+    what is left is the bubble of the recorded order alone, which for GPipe's order is exactly
+    (p - 1) / (m + p - 1) and for a loop that does not overlap micro-batches is far more."""
+    stages = [sorted(_as_events(ev), key=lambda e: e.start) for ev in events_per_stage]
+    p = len(stages)
+    done: dict[tuple[int, str, int], float] = {}
+    out: list[list[Event]] = [[] for _ in range(p)]
+    nxt, clock = [0] * p, [0.0] * p
+    while any(nxt[s] < len(stages[s]) for s in range(p)):
+        progressed = False
+        for s in range(p):
+            while nxt[s] < len(stages[s]):
+                e = stages[s][nxt[s]]
+                dep = (s - 1, "F", e.micro_batch) if e.kind == "F" else (s + 1, "B", e.micro_batch)
+                if 0 <= dep[0] < p and dep not in done:
+                    break  # its input is not computed yet
+                t0 = max(clock[s], done.get(dep, 0.0))
+                t1 = t0 + ((1.0 if e.kind == "F" else 2.0) if slots else e.end - e.start)
+                done[(s, e.kind, e.micro_batch)] = clock[s] = t1
+                out[s].append(Event(e.stage, e.kind, e.micro_batch, t0, t1, e.saved_bytes))
+                nxt[s] += 1
+                progressed = True
+        if not progressed:
+            raise ValueError("replay: the recorded orders wait on each other (a deadlock in the schedule)")
+    return out
+
+
+def median_bubble(results: Sequence[dict], m: int, *, replayed: bool = False, slots: bool = False) -> float:
+    """Median over the repeats of ``runs.measure`` results (one dict per rank) of the bubble at
+    m micro-batches: measured (wall clock), ``replayed`` (communication free) or ``slots``
+    (the recorded order alone, see ``replay``)."""
+    n = len(results[0]["runs"][m]["events"])
+    per_repeat = []
+    for i in range(n):
+        evs = [r["runs"][m]["events"][i] for r in results]
+        per_repeat.append(bubble(replay(evs, slots=slots) if (replayed or slots) else evs))
+    return sorted(per_repeat)[n // 2] if n % 2 else sum(sorted(per_repeat)[n // 2 - 1 : n // 2 + 1]) / 2
+
+
+def formula(p: int, m: int) -> float:
+    """GPipe's bubble with equal stages and free communication: (p - 1) / (m + p - 1)."""
+    if p < 1 or m < 1:
+        raise ValueError(f"formula(p={p}, m={m}): both must be >= 1")
+    return (p - 1) / (m + p - 1)
+
+
+def order(events: Iterable[Event | dict]) -> list[str]:
+    """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
+    return [f"{e.kind}{e.micro_batch}" for e in sorted(_as_events(events), key=lambda e: e.start)]
+
+
+def in_flight(events: Iterable[Event | dict]) -> int:
+    """Most bytes one stage held for backward at once: the saved bytes of every micro-batch whose
+    forward has run and whose backward has not, at the worst moment (measured bytes per forward,
+    measured order)."""
+    evs = sorted(_as_events(events), key=lambda e: e.start)
+    saved = {e.micro_batch: e.saved_bytes for e in evs if e.kind == "F"}
+    live = peak = 0
+    for e in evs:
+        live += saved[e.micro_batch] if e.kind == "F" else -saved.get(e.micro_batch, 0)
+        peak = max(peak, live)
+    return peak
