@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.ddp import exercises
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
@@ -93,6 +93,17 @@ def test_mean_loss_grader_catches_the_hang(monkeypatch):
     monkeypatch.setattr(exercises, "HANG_TIMEOUT", 8.0)
     with pytest.raises(AssertionError, match=f"{FAILED}.*still hangs"):
         exercises.check_mean_loss(mean_loss_on_rank_0_only)
+
+
+def mean_loss_as_tensor(local_loss):
+    """Right, but returns the one-element tensor on every rank: accepted."""
+    total = torch.tensor([float(local_loss)])
+    dist.all_reduce(total)
+    return total / dist.get_world_size()
+
+
+def test_mean_loss_grader_accepts_a_tensor_on_every_rank():
+    assert exercises.check_mean_loss(mean_loss_as_tensor) == PASSED
 
 
 def test_mean_loss_grader_catches_a_wrong_mean():
