@@ -17,8 +17,8 @@ Checkpointing. ``checkpoint(..., use_reentrant=False)`` stashes the region's inp
 tensors *outside* its own hook, so this meter sees and counts them (they are what a checkpointed
 region keeps); the tensors saved inside the region go to checkpoint's hook and are dropped, so
 they are not counted. A selective policy (``create_selective_checkpoint_contexts``) caches the
-outputs of the ops it saves in its own storage, which no hook sees: the policies built by
-``lab_utils.checkpointing.selective_policy`` report them with ``note_saved`` so they count too.
+outputs of the ops it saves in its own storage, which no hook sees: a policy wrapped in
+``lab_utils.topics.checkpointing.policies.counted`` reports them with ``note_saved`` so they count too.
 
 Use one forward per meter: once backward frees the saved tensors their addresses can be reused.
 """

@@ -71,8 +71,8 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
 
 @grader(
     "Exercise 2 · checkpoint every k blocks",
-    hint="reread section 1, case 2: wrap each group of k consecutive blocks (blocks[s:s + k]) in "
-    "torch.utils.checkpoint.checkpoint(..., use_reentrant=False) and feed its output to the next group",
+    hint="reread section 1 (how ABC.forward checkpoints its region) and section 4 (what the reentrant "
+    "variant does with an input that needs no gradient)",
 )
 def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], torch.Tensor]) -> str:
     n, width, rows = 7, 32, 8
@@ -107,9 +107,8 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
 
 @grader(
     "Exercise 3 · checkpoint with saved-tensor hooks",
-    hint="reread section 1, cases 2 and 3: pack keeps a number instead of the tensor; the first unpack "
-    "runs fn again once (under torch.enable_grad(), collecting what it saves in order) and every unpack "
-    "hands back the rebuilt tensor with its number",
+    hint="reread section 1, cases 2 and 3: what must survive the forward, and when is the rest needed "
+    "again? pack may return anything, unpack must return an equal tensor; backward runs without grad mode",
 )
 def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor]) -> str:
     model = mlp(width=32, depth=4, seed=0)

@@ -1,0 +1,64 @@
+# %% [markdown]
+# Solutions of lab 1, gradient checkpointing (`labs/01_gradient_checkpointing.ipynb`).
+# Each cell below is one exercise cell of the lab with the answer filled in; the lab shows the
+# same cell with the marked region stubbed out (`python -m lab_utils.solutions sync`). Names such
+# as `torch`, `checkpoint` and `CheckpointPolicy` come from the lab's setup cell.
+
+# %% exercise="ckpt-predict"
+# An MLP chain of 10 blocks, each Linear(128, 128) -> GELU, on a batch of 64 rows (float32),
+# run with this plan: (start, stop, mode) segments, "full" = checkpointed, "store" = run as usual.
+CHAIN = dict(n_blocks=10, width=128, rows=64)
+PLAN = [(0, 4, "full"), (4, 6, "store"), (6, 7, "full"), (7, 8, "full"), (8, 10, "full")]
+# How many bytes does the forward keep for backward (the batch itself not counted)?
+### BEGIN SOLUTION
+predicted_bytes = (2 * 2 + 3) * 64 * 128 * 4  # blocks 4, 5: input + Linear output; 3 segment inputs
+### END SOLUTION
+
+
+# %% exercise="ckpt-every-k"
+def forward_every_k(blocks, x, k):
+    """Run the nn.Sequential `blocks` on x, each group of k consecutive blocks checkpointed."""
+    ### BEGIN SOLUTION
+    h = x
+    for start in range(0, len(blocks), k):
+        h = checkpoint(blocks[start : start + k], h, use_reentrant=False)
+    return h
+    ### END SOLUTION
+
+
+# %% exercise="ckpt-hooks"
+def checkpoint_by_hooks(fn, x):
+    """Run fn(x) keeping nothing for backward but x; rebuild what backward needs, once, in backward."""
+    ### BEGIN SOLUTION
+    rebuilt = []  # the tensors fn saves, in the order it saves them, filled by the recompute
+
+    def pack(t):  # forward: keep a number, drop the tensor
+        pack.n += 1
+        return pack.n - 1
+
+    pack.n = 0
+
+    def keep(t):
+        rebuilt.append(t)
+        return t
+
+    def unpack(i):  # backward: the first tensor needed triggers one recompute of fn
+        if not rebuilt:
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+                fn(x.detach().requires_grad_(x.requires_grad))
+        return rebuilt[i]
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return fn(x)
+    ### END SOLUTION
+
+
+# %% exercise="ckpt-policy"
+def policy(ctx, op, *args, **kwargs):
+    """Decide, for one op inside a checkpointed transformer block, whether backward gets its output
+    from a cache (CheckpointPolicy.MUST_SAVE) or runs the op again (PREFER_RECOMPUTE)."""
+    ### BEGIN SOLUTION
+    if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default):  # the Linear layers
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE  # attention core (bmm, softmax), LayerNorm, GELU, adds
+    ### END SOLUTION
