@@ -25,7 +25,7 @@ __all__ = ["check_fill_drain", "check_choose_m", "check_balance", "reference_m",
 FILL_DRAIN_SPEC = stages.Spec(depth=6, width=32, batch=16, dtype=torch.float64)
 FILL_DRAIN_P, FILL_DRAIN_M = 3, 4
 HANG_TIMEOUT = 45.0
-UNEVEN = stages.Spec(width=64, batch=32, hidden=(64, 64, 512, 64, 64, 256, 128, 64))
+UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
 
 
 def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:

@@ -6,8 +6,8 @@
     sent.bytes_to                                     # {peer rank: bytes this rank sent it}
     traffic.send_seconds(sent.messages, LINKS["1GbE"])   # simulated, one message after another
 
-The counter replaces the point-to-point functions of ``torch.distributed`` (and the names
-``batch_isend_irecv`` compares against) for the duration of the block, then restores them, so
+The counter replaces ``isend`` and ``irecv`` in ``torch.distributed`` (``send`` and ``recv`` call
+them; ``batch_isend_irecv`` compares against them) for the duration of the block, then restores them, so
 hand-written loops and torch's schedules are counted alike without changing either.
 """
 
@@ -25,7 +25,8 @@ from lab_utils.simnet import Link, allreduce_seconds, collective_seconds
 
 __all__ = ["Message", "P2PCounter", "send_seconds", "ddp_seconds"]
 
-_OPS = ("send", "recv", "isend", "irecv")
+# ``dist.send`` / ``dist.recv`` call ``isend`` / ``irecv`` and wait: wrapping these two counts all four.
+_OPS = ("isend", "irecv")
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Message:
 
 
 def _peer(op: str, args: tuple, kwargs: dict) -> int:
-    key = "dst" if op in ("send", "isend") else "src"
+    key = "dst" if op == "isend" else "src"
     for name in (key, f"group_{key}"):
         if kwargs.get(name) is not None:
             return int(kwargs[name])
@@ -54,7 +55,7 @@ class P2PCounter:
     def _wrap(self, op: str, fn):
         @functools.wraps(fn)
         def counted(tensor: torch.Tensor, *args, **kwargs):
-            kind = "send" if op in ("send", "isend") else "recv"
+            kind = "send" if op == "isend" else "recv"
             self.messages.append(
                 Message(kind, _peer(op, (tensor, *args), kwargs), tensor.numel() * tensor.element_size())
             )
