@@ -4,6 +4,7 @@
     exercises.check_accumulate(train_accumulating)   # ○ not attempted / ✓ / ✗ with a hint
     exercises.check_mean_loss(mean_loss)
     exercises.check_fp16_hook(fp16_hook)
+    exercises.check_buckets(n_allreduces)      # a prediction, compared with a measured run
 
 Every grader computes its own reference (one process, one large batch) and measures the
 student's code with instruments attached from outside (a counting comm hook, counted
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from lab_utils.checks import fingerprint, grader
 from lab_utils.comm import CommCounter
 from lab_utils.launch import LaunchTimeout, dist_info, launch
+from lab_utils.topics.ddp.buckets import counts
 from lab_utils.topics.ddp.workload import (
     Setup,
     dataset,
@@ -34,10 +36,12 @@ from lab_utils.topics.ddp.workload import (
     wrap,
 )
 
-__all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "HANG_TIMEOUT"]
+__all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "check_buckets", "BUCKET_CAP_MB", "HANG_TIMEOUT"]
 
 WORLD, K, UPDATES = 2, 4, 2
 SETUP = Setup(micro_batch=8)
+BUCKET_CAP_MB = 0.3
+"""The ``bucket_cap_mb`` of exercise 4 (the lab's model: its gradients are 1.04 MiB)."""
 HANG_TIMEOUT = 20.0
 """Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
 
@@ -53,8 +57,8 @@ def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
 
 @grader(
     "Exercise 1 · accumulate with no_sync",
-    hint="reread section 1: forward AND backward inside ddp_model.no_sync() except on every K-th "
-    "micro-step; each loss divided by k; step and zero the gradients once per k micro-steps",
+    hint="reread section 1 and section 2: which part of a micro-step decides whether its backward "
+    "all-reduces, and how must each loss be scaled for K micro-batches to make one large batch?",
 )
 def check_accumulate(accumulate: Callable[..., None]) -> str:
     got = launch(_train_stream, WORLD, args=(accumulate,), timeout=120)
@@ -78,7 +82,7 @@ def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
 @grader(
     "Exercise 2 · every rank reaches the collective",
     hint="reread exercise 2's demonstration: a collective returns only when every rank has called it; "
-    "compute on all ranks, then let rank 0 alone report",
+    "which lines must every rank run, and which only rank 0?",
 )
 def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
     try:
@@ -125,8 +129,8 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
 
 @grader(
     "Exercise 3 · a comm hook that sends float16",
-    hint="reread exercise 3's introduction: all-reduce a float16 copy of bucket.buffer() (async_op=True), divide by "
-    "the world size, and copy the result back into the float32 buffer in the future's .then()",
+    hint="reread exercise 3's introduction: what must the future's value hold, in which dtype, "
+    "and is the all-reduce a sum or a mean?",
 )
 def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     got = launch(_train_with_hook, WORLD, args=(fp16_hook,), timeout=120)
@@ -141,3 +145,17 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     gap = (got[0]["params"] - ref).abs().max().item()
     assert gap < 2e-4, f"the parameters are {gap:.1e} away from one large batch: is the sum divided by the world size?"
     return f"{full // 2:,} bytes per update instead of {full:,}, large-batch parameters within {gap:.0e}"
+
+
+@grader(
+    "Exercise 4 · predict the buckets",
+    hint="reread 'Gradient buckets' in section 2: in which order do the gradients become ready, and "
+    "when exactly is a bucket closed?",
+)
+def check_buckets(n_allreduces: int) -> str:
+    got = launch(counts, WORLD, kwargs=dict(caps=(BUCKET_CAP_MB,), steps=2), timeout=120)[0]
+    first, after = got["per_step"][str(BUCKET_CAP_MB)]
+    assert isinstance(n_allreduces, int), f"n_allreduces should be a whole number, got {n_allreduces!r}"
+    assert n_allreduces == after, f"you predicted {n_allreduces}; that is not what the run measured"
+    sizes = got["bucket_bytes"][str(BUCKET_CAP_MB)][-1]
+    return f"measured {after} all-reduces per backward after the rebuild ({first} before it), buckets {sizes} bytes"

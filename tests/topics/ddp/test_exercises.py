@@ -121,3 +121,10 @@ def test_fp16_grader_catches_float32():
     with pytest.raises(AssertionError, match=f"{FAILED}.*not float16"):
         exercises.check_fp16_hook(fp32_hook)
     assert exercises.check_fp16_hook(...) == NOT_ATTEMPTED
+
+
+def test_buckets_grader_catches_the_division_guess():
+    # 1.04 MiB of gradients / 0.3 MiB per bucket, rounded up: the guess the greedy rule refutes.
+    with pytest.raises(AssertionError, match=f"{FAILED}.*you predicted 4"):
+        exercises.check_buckets(4)
+    assert exercises.check_buckets(...) == NOT_ATTEMPTED
