@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from accelerate import Accelerator
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
@@ -57,8 +58,6 @@ def run_accelerate(
 ) -> dict[str, Any]:
     """Call ``loop(accelerator, model, optimizer, scheduler, dataloader, **loop_kwargs)`` on this
     rank (or alone, without a process group) and return what was counted (see the module doc)."""
-    from accelerate import Accelerator  # imported here: a heavy import most of the lab never needs
-
     if accumulation < 1 or micro_batches < 1:
         raise ValueError(f"accumulation={accumulation}, micro_batches={micro_batches}: both must be >= 1")
     world = dist.get_world_size() if dist.is_initialized() else 1
