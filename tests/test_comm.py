@@ -81,3 +81,39 @@ def test_summary_and_simulation_of_recorded_events():
     secs = simulate(c.events, link, world_size=2)
     assert secs[1] == 0.0
     assert secs[0] == pytest.approx(2 * link.latency_s + 1000 / link.bandwidth_Bps)
+
+
+def sharded_counts():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    counter = CommCounter()
+    with counter.track():
+        out = torch.zeros(2 * 6)
+        dist.all_gather_into_tensor(out, torch.ones(6))  # calls all_gather_single inside: one event
+        chunk = torch.zeros(3, dtype=torch.float64)
+        dist.reduce_scatter_single(output=chunk, input=torch.ones(6, dtype=torch.float64))  # FSDP2's keywords
+    counter.mark_step()
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))  # 20 + 10 float32 parameters
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in model:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    with counter.track():
+        model(torch.randn(3, 4)).sum().backward()
+    events = [(e.op, e.nbytes, e.step) for e in counter.events]
+    del model
+    return events
+
+
+def test_fsdp2_all_gathers_and_reduce_scatters_are_counted():
+    events = launch(sharded_counts, 2)[0]
+    direct = [e for e in events if e[2] == 0]
+    assert direct == [("all_gather_into_tensor", 48, 0), ("reduce_scatter_single", 24, 0)]
+    fsdp = [e[:2] for e in events if e[2] == 1]
+    # forward gathers layer 1 (80 B) then layer 2 (40 B); backward gathers them again in reverse and
+    # reduce-scatters each layer's gradients, keeping half of them on this rank
+    assert sorted(fsdp) == sorted(
+        [("all_gather_single", 80), ("all_gather_single", 40)] * 2
+        + [("reduce_scatter_single", 40), ("reduce_scatter_single", 20)]
+    )

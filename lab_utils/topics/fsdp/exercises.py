@@ -102,9 +102,8 @@ def check_windows(train_windows: Callable[..., None]) -> str:
 
 @grader(
     "Exercise 3 · fewer all-gathers while accumulating",
-    hint="reread sections 2 and 3: keep the parameters gathered after forward and after backward until the "
-    "last micro-step (set_reshard_after_forward / set_reshard_after_backward), sync gradients only on the "
-    "last one, and reshard again at the end of the update",
+    hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
+    "parameters are freed, and when gradients are synced? Leave the model as you found it",
 )
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     got = launch(_train, WORLD, args=(update_fewer_gathers, True), timeout=180)
@@ -147,15 +146,10 @@ def _measure_uneven() -> dict[str, int]:
 
 @grader(
     "Exercise 2 · predict the bytes a rank holds",
-    hint="reread section 1: fully_shard cuts every parameter along dim 0 like torch.chunk (the first ranks "
-    "get ceil(rows / W) rows, the last may get fewer or none); gradients and AdamW's two moments have the "
-    "shape of the local shard",
+    hint="reread section 1 and the prompt: how does torch.chunk cut 5 rows into 2 pieces, or 1 row? "
+    "Gradients and AdamW's moments take the shape of the rank's local shard",
 )
 def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[str, int]]) -> str:
-    got = launch(_measure_uneven, WORLD, timeout=180)
-    for rank, measured in enumerate(got):
-        predicted = predict_rank_bytes(uneven_model(), WORLD, rank)
-        assert predicted == measured, f"{WORLD} ranks, rank {rank}: predicted {predicted}, measured {measured}"
     lab = workload.model(128, 4)
     p = sum(t.numel() * t.element_size() for t in lab.parameters())
     for world in (2, 4):
@@ -163,6 +157,12 @@ def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[st
         got_lab = predict_rank_bytes(lab, world, world - 1)
         assert got_lab == want, (
             f"the lab's model on {world} ranks: predicted {got_lab}, the ZeRO-3 formula gives {want}"
+        )
+    predicted = [predict_rank_bytes(uneven_model(), WORLD, rank) for rank in range(WORLD)]  # before any launch
+    got = launch(_measure_uneven, WORLD, timeout=180)
+    for rank, measured in enumerate(got):
+        assert predicted[rank] == measured, (
+            f"{WORLD} ranks, rank {rank}: predicted {predicted[rank]}, measured {measured}"
         )
     shards = ", ".join(str(g["params"]) for g in got)
     return f"uneven shards on {WORLD} ranks ({shards} parameter bytes) and the lab's model"
