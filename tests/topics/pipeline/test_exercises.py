@@ -1,0 +1,109 @@
+"""The graders of lab 6 on wrong code (the bug each exercise is about) and on the stubs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.topics.pipeline import exercises, stages
+
+
+def forgets_1_over_m(stage, inputs, targets):
+    """A correct p-stage fill-drain, except the loss: the sum of micro-batch means, m times too big."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    received, outputs = [], []
+    for x, t in zip(inputs, targets):
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, src=rank - 1)
+            x.requires_grad_()
+        y = stage(x)
+        if rank == p - 1:
+            y = F.mse_loss(y, t)
+        else:
+            dist.send(y.detach(), dst=rank + 1)
+        received.append(x)
+        outputs.append(y)
+    for x, y in zip(received, outputs):
+        if rank == p - 1:
+            y.backward()
+        else:
+            g = torch.empty_like(y)
+            dist.recv(g, src=rank + 1)
+            y.backward(g)
+        if rank > 0:
+            dist.send(x.grad, dst=rank - 1)
+
+
+def stub_step(stage, inputs, targets):
+    raise NotImplementedError()
+
+
+def bubble_only(p, batch, bytes_per_sample, budget, max_bubble):
+    """Forgets the memory budget: the smallest m for the bubble alone."""
+    return next(m for m in range(1, batch + 1) if batch % m == 0 and (p - 1) / (m + p - 1) <= max_bubble)
+
+
+def gpipe_memory(p, batch, bytes_per_sample, budget, max_bubble):
+    """Counts GPipe's activations (all m micro-batches = the whole batch) instead of 1F1B's."""
+    for m in range(1, batch + 1):
+        if batch % m == 0 and (p - 1) / (m + p - 1) <= max_bubble and batch * bytes_per_sample <= budget:
+            return m
+    return None
+
+
+def even_split(costs, p):
+    """Equal numbers of blocks per stage, whatever they cost."""
+    sizes = stages.stage_sizes(len(costs), p)
+    return [sum(sizes[:i]) for i in range(1, p)]
+
+
+def stub(*args):
+    raise NotImplementedError()
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_catches_the_missing_1_over_m():
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*away from one large batch"):
+        exercises.check_fill_drain(forgets_1_over_m)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_stub_on_ranks_is_not_attempted():
+    assert exercises.check_fill_drain(stub_step) == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("wrong", [bubble_only, gpipe_memory])
+def test_choose_m_catches_a_forgotten_limit(wrong):
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 2.*the smallest m meeting both"):
+        exercises.check_choose_m(wrong)
+
+
+def test_balance_catches_the_even_split():
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 3.*the best split leaves"):
+        exercises.check_balance(even_split)
+
+
+@pytest.mark.parametrize(
+    "grader", [exercises.check_fill_drain, exercises.check_choose_m, exercises.check_balance], ids=lambda g: g.__name__
+)
+def test_stubs_are_not_attempted(grader, capsys):
+    assert grader(...) == NOT_ATTEMPTED
+    assert "not attempted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("grader", [exercises.check_choose_m, exercises.check_balance], ids=lambda g: g.__name__)
+def test_raising_stubs_are_not_attempted(grader):
+    assert grader(stub) == NOT_ATTEMPTED
+
+
+def test_references_agree_with_brute_force():
+    assert exercises.best_split([1, 1, 1, 1, 10, 1], 2) == 11
+    assert exercises.best_split([2, 2, 2, 2], 4) == 2
+    assert exercises.reference_m(2, 64, 1.0, 64.0, 0.25) == 4
+    assert exercises.reference_m(2, 64, 1.0, 0.5, 0.5) is None
