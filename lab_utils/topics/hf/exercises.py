@@ -111,13 +111,13 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
 def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     with tempfile.TemporaryDirectory() as d:
         args = exercise_args(d)
-        want, want_order = trainer_losses(args)
-        train_ds, _ = make_splits(len(want_order), 4)
+        train_ds, _ = make_splits(32, 4)
         reset_accelerate_state()
-        try:
+        try:  # the student's loop first: a stub stops here, before the Trainer's run
             got = loop_from_args(args, build_model(), train_ds)
         finally:
             reset_accelerate_state()
+        want, want_order = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
