@@ -107,21 +107,19 @@ def check_windows(train_windows: Callable[..., None]) -> str:
 )
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     got = launch(_train, WORLD, args=(update_fewer_gathers, True), timeout=180)
-    ops, param_bytes = (
-        got[0]["ops"],
-        sum(p.numel() * p.element_size() for p in workload.model(WIDTH, DEPTH).parameters()),
-    )
+    ops = got[0]["ops"]
+    param_bytes = sum(p.numel() * p.element_size() for p in workload.model(WIDTH, DEPTH).parameters())
     ag = ops.get("all_gather_single", {"count": 0, "bytes": 0})
     rs = ops.get("reduce_scatter_single", {"count": 0})["count"]
     assert rs == UPDATES * DEPTH, (
         f"measured {rs} reduce-scatters in {UPDATES} updates; expected one per block per update"
     )
+    left = [r["left_unsharded"] for r in got]
+    assert left == [0] * WORLD, f"after the updates the ranks still hold {left} bytes of gathered parameters"
     assert ag["bytes"] == UPDATES * param_bytes, (
         f"measured {ag['count']} all-gathers ({ag['bytes']:,} bytes) in {UPDATES} updates of {K} micro-steps; "
         f"gathering each block once per update is {UPDATES * param_bytes:,} bytes"
     )
-    left = [r["left_unsharded"] for r in got]
-    assert left == [0] * WORLD, f"after the updates the ranks still hold {left} bytes of gathered parameters"
     gap = _gap(got)
     assert gap <= TOL, f"the parameters are {gap:.1e} away from {UPDATES} large-batch steps"
     return (
