@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 
 from lab_utils import CommCounter, launch
 from lab_utils.simnet import LINKS, simulate
@@ -84,9 +86,6 @@ def test_summary_and_simulation_of_recorded_events():
 
 
 def sharded_counts():
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     counter = CommCounter()
     with counter.track():
         out = torch.zeros(2 * 6)
