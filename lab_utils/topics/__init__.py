@@ -6,6 +6,7 @@
     from lab_utils.topics import hf                 # lab 4 (Trainer -> Accelerate)
     from lab_utils.topics import local_sgd          # lab 5
     from lab_utils.topics import pipeline           # lab 6 (pipelines, GPipe)
+    from lab_utils.topics import fsdp               # lab 7 (FSDP2, accumulation, checkpointing)
     from lab_utils.topics import setup              # lab 0
 
 The instruments every lab shares (launching ranks, counting collectives, simulated links, memory
