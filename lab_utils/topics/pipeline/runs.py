@@ -28,6 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
 from lab_utils.comm import CommCounter
+from lab_utils.launch import dist_info
 from lab_utils.recompute import CallCounter
 from lab_utils.topics.pipeline import stages, timeline, traffic
 
@@ -69,11 +70,11 @@ def measure(
     ``repeats`` recorded steps per m (gradients zeroed before each). Returns, per m: every
     repeat's events, the messages of the last step, this stage's gradient after one step, and the
     module forward calls of that step, normal and recomputed in backward."""
-    rank = dist.get_rank()
-    stage = this_stage(spec, boundaries, ckpt=ckpt)
+    rank, dev = dist.get_rank(), dist_info().device  # one GPU per stage under nccl
+    stage = this_stage(spec, boundaries, ckpt=ckpt).to(dev)
     out: dict[str, Any] = {"stage": rank, "blocks": len(stage.stage if ckpt else stage), "runs": {}}
     for j, m in enumerate(ms):
-        xs, ys = stages.micro_batches(spec, m)
+        xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
         for _ in range(warmup if j == 0 else 0):
             stage.zero_grad(set_to_none=True)
             step_fn(stage, xs, ys)
@@ -87,7 +88,7 @@ def measure(
         out["runs"][m] = {
             "events": events,
             "messages": [vars(msg) for msg in sent.messages],
-            "grads": stages.flat_grads(stage),
+            "grads": stages.flat_grads(stage).cpu(),
             "forward_calls": sum(calls.forward.values()),
             "recomputed": sum(calls.recomputed.values()),
         }
@@ -139,11 +140,12 @@ def torch_step(kind: str) -> StepFn:
 def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     """Bytes DDP's reducer all-reduces for one backward of the whole model on this rank's batch
     share, counted by ``lab_utils.comm.CommCounter`` on real DDP (run on every rank)."""
-    net = stages.model(spec)
+    dev = dist_info().device
+    net = stages.model(spec).to(dev)
     ddp = DDP(net)
     counter = CommCounter()
     counter.attach(ddp)
-    x, y = stages.batch(spec)
+    x, y = (t.to(dev) for t in stages.batch(spec))
     share = x.chunk(dist.get_world_size())[dist.get_rank()], y.chunk(dist.get_world_size())[dist.get_rank()]
     stages.loss_fn(ddp(share[0]), share[1]).backward()
     out = {

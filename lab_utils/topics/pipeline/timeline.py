@@ -57,6 +57,7 @@ class Recorder:
             raise ValueError(
                 f"stage {stage_index} has no trainable parameters: the recorder needs one to see backwards"
             )
+        self._cuda = self.params[0].is_cuda
         self.events: list[Event] = []
         self.start = time.perf_counter()
         self._handles: list = []
@@ -71,6 +72,8 @@ class Recorder:
         self.start = time.perf_counter()
 
     def _now(self) -> float:
+        if self._cuda:  # GPU work is queued: wait for it, so a bar spans the work itself
+            torch.cuda.synchronize()
         return time.perf_counter() - self.start
 
     def _pre(self, module, args) -> None:
