@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 
 import torch
@@ -56,10 +57,10 @@ def train_with_trainer(
 
 
 def accelerate_loop(*, n_train, n_val, batch_size, grad_accum, epochs, lr, seed, expected_processes=None):
-    world = int(__import__("os").environ.get("WORLD_SIZE", "1"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
     accelerator = Accelerator(
         gradient_accumulation_steps=grad_accum,
-        cpu=torch.cuda.device_count() < world or not torch.cuda.is_available(),
+        cpu=torch.cuda.device_count() < world,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=seed),
     )
     guards.check_processes(accelerator, expected_processes)

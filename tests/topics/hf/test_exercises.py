@@ -100,13 +100,13 @@ def _step_every_micro_batch(accelerator, model, optimizer, batches):
         optimizer.zero_grad()
 
 
-def _backward_outside_no_sync(accelerator, model, optimizer, batches):
+def _forward_outside_no_sync(accelerator, model, optimizer, batches):
     k = accelerator.gradient_accumulation_steps
     for i, (x, y) in enumerate(batches):
         sync = (i + 1) % k == 0
+        loss = torch.nn.functional.mse_loss(model(x), y)  # forward outside: DDP has prepared to sync
         with contextlib.nullcontext() if sync else accelerator.no_sync(model):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-        accelerator.backward(loss)  # backward outside the context: DDP all-reduces anyway
+            accelerator.backward(loss)
         if sync:
             optimizer.step()
             optimizer.zero_grad()
@@ -116,6 +116,7 @@ def _backward_outside_no_sync(accelerator, model, optimizer, batches):
 @pytest.mark.usefixtures("no_orphans")
 def test_by_hand_fails_without_no_sync_and_with_a_step_per_micro_batch():
     assert "gradient all-reduces" in _fails(exercises.check_by_hand, _no_no_sync)
+    assert "gradient all-reduces" in _fails(exercises.check_by_hand, _forward_outside_no_sync)
     assert "parameters differ" in _fails(exercises.check_by_hand, _step_every_micro_batch)
 
 
