@@ -22,15 +22,15 @@ from lab_utils.topics.pipeline.timeline import Event, formula
 __all__ = ["timeline", "timelines", "bubble", "memory", "traffic"]
 
 
-def _traces(events_per_stage: Sequence[Iterable[Event | dict]], showlegend: bool) -> list[go.Bar]:
-    evs = [e if isinstance(e, Event) else Event(**e) for stage in events_per_stage for e in stage]
-    t0 = min((e.start for e in evs), default=0.0)
+def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, label: str) -> list[go.Bar]:
+    rows = [(i, e if isinstance(e, Event) else Event(**e)) for i, row in enumerate(events_per_row) for e in row]
+    t0 = min((e.start for _, e in rows), default=0.0)
     traces = []
-    for e in sorted(evs, key=lambda e: (e.kind != "F", e.micro_batch, e.stage)):
+    for i, e in sorted(rows, key=lambda r: (r[1].kind != "F", r[1].micro_batch, r[0])):
         color = PALETTE[e.micro_batch % len(PALETTE)]
         traces.append(
             go.Bar(
-                y=[f"stage {e.stage}"],
+                y=[f"{label} {i}"],
                 x=[(e.end - e.start) * 1e3],
                 base=[(e.start - t0) * 1e3],
                 orientation="h",
@@ -40,7 +40,7 @@ def _traces(events_per_stage: Sequence[Iterable[Event | dict]], showlegend: bool
                 insidetextanchor="middle",
                 name=f"micro-batch {e.micro_batch}",
                 legendgroup=str(e.micro_batch),
-                showlegend=showlegend and e.kind == "F" and e.stage == 0,
+                showlegend=showlegend and e.kind == "F" and i == 0,
                 hovertemplate=f"stage {e.stage} {'forward' if e.kind == 'F' else 'backward'} "
                 f"micro-batch {e.micro_batch}<br>%{{base:.1f}} ms + %{{x:.1f}} ms<extra></extra>",
             )
@@ -51,18 +51,19 @@ def _traces(events_per_stage: Sequence[Iterable[Event | dict]], showlegend: bool
 def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str = "") -> go.Figure:
     """One step of a real run: a row per stage, a bar per forward (plain) and backward
     (hatched), coloured by micro-batch; the white gaps are the bubble."""
-    fig = go.Figure(_traces(events_per_stage, True))
+    fig = go.Figure(_traces(events_per_stage, True, "stage"))
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed")
     return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
 
 
 def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: str = "") -> go.Figure:
-    """Several timelines (e.g. one per schedule) stacked on a shared time axis."""
+    """Several timelines (e.g. one per schedule) stacked on a shared time axis, a row per rank
+    (a rank may run several stages: the hover text says which)."""
     names = list(runs)
     fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, subplot_titles=names, vertical_spacing=0.12)
     for i, name in enumerate(names, start=1):
-        for tr in _traces(runs[name], showlegend=i == 1):
+        for tr in _traces(runs[name], showlegend=i == 1, label="rank"):
             fig.add_trace(tr, row=i, col=1)
         fig.update_yaxes(autorange="reversed", row=i, col=1)
     fig.update_layout(barmode="overlay")

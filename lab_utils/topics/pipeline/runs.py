@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
@@ -32,7 +32,16 @@ from lab_utils.launch import dist_info
 from lab_utils.recompute import CallCounter
 from lab_utils.topics.pipeline import stages, timeline, traffic
 
-__all__ = ["StepFn", "Checkpointed", "this_stage", "measure", "check_schedule", "torch_step", "ddp_bytes"]
+__all__ = [
+    "StepFn",
+    "Checkpointed",
+    "this_stage",
+    "measure",
+    "check_schedule",
+    "torch_step",
+    "measure_interleaved",
+    "ddp_bytes",
+]
 
 StepFn = Callable[[nn.Module, list[torch.Tensor], list[torch.Tensor]], None]
 
@@ -135,6 +144,56 @@ def torch_step(kind: str) -> StepFn:
 
     step.__name__ = step.__qualname__ = f"torch_{kind}"
     return step
+
+
+def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
+    """torch's ``ScheduleInterleaved1F1B`` with ``chunks`` stages per rank: the model is cut into
+    p x chunks stages and rank r holds stages r, r + p, ... One untimed step, then one recorded.
+    Returns this rank's events (all its stages, ``stage`` = the stage's index) and each of its
+    stages' gradient by stage index."""
+    rank, p, dev = dist.get_rank(), dist.get_world_size(), dist_info().device
+    n = p * chunks
+    parts = stages.split(stages.model(spec), n)
+    mine = {rank + k * p: parts[rank + k * p].to(dev) for k in range(chunks)}
+    xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
+
+    def step() -> None:
+        local = []
+        for idx, part in mine.items():
+            act_in = xs[0].detach().clone().requires_grad_(idx > 0)
+            act_out = xs[0].detach().clone().requires_grad_()
+            local.append(PipelineStage(part, idx, n, dev, input_args=act_in, output_args=act_out))
+        sched = ScheduleInterleaved1F1B(local, n_microbatches=m, loss_fn=stages.loss_fn)
+        if rank == 0:
+            sched.step(torch.cat(xs))
+        elif rank == p - 1:
+            sched.step(target=torch.cat(ys))
+        else:
+            sched.step()
+
+    step()  # warm-up
+    for part in mine.values():
+        part.zero_grad(set_to_none=True)
+    recorders = [timeline.Recorder(part, idx) for idx, part in mine.items()]
+    dist.barrier()
+    for rec in recorders:
+        rec.__enter__()
+    try:
+        step()
+    finally:
+        for rec in recorders:
+            rec.__exit__(None, None, None)
+    events = sorted((e.as_dict() for rec in recorders for e in rec.events), key=lambda e: e["start"])
+    # the recorders start a few microseconds apart: one origin for the rank
+    t0 = min(rec.start for rec in recorders)
+    for rec in recorders:
+        for e in events:
+            if e["stage"] == rec.index:
+                e["start"] += rec.start - t0
+                e["end"] += rec.start - t0
+    out = {"events": events, "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()}}
+    dist.barrier()
+    return out
 
 
 def ddp_bytes(spec: stages.Spec) -> dict[str, int]:

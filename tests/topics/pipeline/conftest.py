@@ -70,6 +70,7 @@ def _all() -> dict:
         "hand": runs.measure(two_stage, SPEC, [1, M], warmup=1),
         "ckpt": runs.measure(two_stage, SPEC, [M], warmup=0, ckpt=True),
         "torch": {k: runs.measure(runs.torch_step(k), SPEC, [M], warmup=0) for k in ("GPipe", "1F1B")},
+        "interleaved": runs.measure_interleaved(SPEC, M),
         "counted": _counted(),
         "ddp": runs.ddp_bytes(SPEC),
     }

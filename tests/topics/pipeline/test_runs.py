@@ -55,6 +55,15 @@ def test_torch_schedules_match_and_order_as_named(ranks):
     assert timeline.in_flight(ranks[0]["torch"]["GPipe"]["runs"][M]["events"][0]) == M * per_mb
 
 
+def test_interleaved_runs_two_stages_per_rank_to_the_same_gradient(ranks):
+    by_stage = {i: g for r in ranks for i, g in r["interleaved"]["grads"].items()}
+    assert sorted(by_stage) == [0, 1, 2, 3] and set(ranks[0]["interleaved"]["grads"]) == {0, 2}
+    assert (torch.cat([by_stage[i] for i in range(4)]) - _grads(ranks, "hand")).abs().max() <= 1e-12
+    events = ranks[1]["interleaved"]["events"]
+    assert {e["stage"] for e in events} == {1, 3} and len(events) == 2 * 2 * M
+    assert all(a["start"] <= b["start"] for a, b in zip(events, events[1:]))
+
+
 def test_checkpointed_stages_recompute_and_keep_only_inputs(ranks):
     r0, r1 = (r["ckpt"]["runs"][M] for r in ranks)
     act = SPEC.batch // M * SPEC.width * 8
