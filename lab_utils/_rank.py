@@ -38,6 +38,6 @@ if __name__ == "__main__":
     # (data, env, run, ...) would shadow top-level modules of the same names.
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         sys.path.pop(0)
-    from lab_utils.launch import _worker
+    from lab_utils._worker import run_rank
 
-    _worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))
+    run_rank(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]))

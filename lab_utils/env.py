@@ -1,18 +1,21 @@
-"""Where a lab runs: its size (student or smoke), its device, and the versions it runs on.
+"""Where a lab runs: its size (student or smoke), its device, its rank, and the versions.
 
-from lab_utils.env import pick, device, versions
-n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
+    from lab_utils.env import pick, device, versions, dist_info
+    n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
+    dist_info().rank                       # on a rank of launch() or torchrun; 0 in a single process
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
+import torch.distributed as dist
 
-__all__ = ["lab_size", "pick", "device", "versions", "SIZES"]
+__all__ = ["lab_size", "pick", "device", "versions", "dist_info", "DistInfo", "SIZES"]
 
 SIZES = ("student", "smoke")
 T = TypeVar("T")
@@ -45,3 +48,28 @@ def versions() -> dict[str, str]:
         except Exception:  # noqa: BLE001 - a missing package is reported, not raised
             out[name] = "missing"
     return out
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: Any  # torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def dist_info() -> DistInfo:
+    """Rank, world size, local rank, backend and this rank's device, read from the process group
+    (under ``launch`` or ``torchrun``) or describing a single process when there is none."""
+    if dist.is_available() and dist.is_initialized():
+        rank, world, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
+        local = int(os.environ.get("LOCAL_RANK", rank))
+    else:
+        rank, world, local, backend = 0, 1, 0, "none"
+    dev = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
+    return DistInfo(rank, world, local, backend, dev)

@@ -35,10 +35,14 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import cloudpickle
+import torch
+
+from lab_utils._worker import result_path
+from lab_utils.env import DistInfo, dist_info  # re-exported: ranks ask launch where they are
 
 __all__ = [
     "launch",
@@ -100,34 +104,6 @@ class RankResults(list):
     seconds: float = float("nan")
 
 
-@dataclass(frozen=True)
-class DistInfo:
-    rank: int
-    world_size: int
-    local_rank: int
-    backend: str
-    device: Any  # torch.device
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def dist_info() -> DistInfo:
-    """Rank, world size, local rank, backend and this rank's device, read from the process group
-    (under ``launch`` or ``torchrun``) or describing a single process when there is none."""
-    import torch
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        rank, world, backend = dist.get_rank(), dist.get_world_size(), dist.get_backend()
-        local = int(os.environ.get("LOCAL_RANK", rank))
-    else:
-        rank, world, local, backend = 0, 1, 0, "none"
-    dev = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
-    return DistInfo(rank, world, local, backend, dev)
-
-
 def max_world_size() -> int:
     """The most CPU ranks ``launch`` accepts here: each rank is a whole Python process with
     torch loaded (~300 MB), so far beyond the core count only thrashes the machine."""
@@ -169,14 +145,10 @@ def resolve_backend(backend: str, world_size: int) -> str:
 def _cuda_device_count() -> int:
     # Counting devices without initialising CUDA in the caller (a forked or later spawn would
     # otherwise inherit an initialised context).
-    import torch
-
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _check_args(fn, world_size, args, kwargs, timeout) -> bytes:
-    import cloudpickle
-
     if not callable(fn):
         raise TypeError(
             f"fn must be callable, got {type(fn).__name__}; pass the function itself, "
@@ -271,10 +243,6 @@ def launch(
     return out
 
 
-def _result_path(workdir: str, rank: int) -> str:
-    return os.path.join(workdir, f"rank{rank}.pkl")
-
-
 _SECONDARY = ("Connection reset", "Connection closed", "Broken pipe", "NCCL communicator was aborted")
 
 
@@ -311,7 +279,7 @@ def _wait(procs: list[subprocess.Popen], workdir: str, timeout: float, t0: float
 
 
 def _read_result(workdir: str, rank: int) -> tuple[str | None, Any]:
-    path = _result_path(workdir, rank)
+    path = result_path(workdir, rank)
     if not os.path.exists(path):
         return None, None
     with open(path, "rb") as f:
@@ -334,78 +302,3 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=5)
-
-
-def _worker(workdir: str, backend: str, threads: int, timeout: float) -> None:
-    """Entry point of one rank: ``python lab_utils/_rank.py WORKDIR BACKEND THREADS TIMEOUT PPID``
-    with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment (set by ``launch``)."""
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    status: tuple[str, Any]
-    try:
-        import datetime
-
-        import cloudpickle
-        import torch
-        import torch.distributed as dist
-
-        torch.set_num_threads(threads)
-        if backend == "nccl":
-            torch.cuda.set_device(rank)
-        dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
-        with open(os.path.join(workdir, "payload.pkl"), "rb") as f:
-            fn, args, kwargs = cloudpickle.loads(f.read())
-        value = fn(*args, **kwargs)
-        status = ("ok", value)
-    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-        status = ("error", (type(e).__name__, str(e), traceback.format_exc()))
-    try:
-        blob = pickle.dumps(status)
-    except Exception:  # the result itself cannot travel back: try cloudpickle, then explain
-        try:
-            import cloudpickle
-
-            blob = cloudpickle.dumps(status)
-        except Exception as e:  # noqa: BLE001
-            blob = pickle.dumps(
-                (
-                    "error",
-                    (
-                        "TypeError",
-                        f"the return value of fn on rank {rank} "
-                        f"cannot be pickled ({e}); return plain data (numbers, lists, "
-                        f"dicts, CPU tensors)",
-                        "",
-                    ),
-                )
-            )
-    tmp = _result_path(workdir, rank) + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(blob)
-    _cleanup_group(ok=status[0] == "ok")
-    os.replace(tmp, _result_path(workdir, rank))  # visible only once the group is torn down
-    # Skip interpreter teardown: gloo's C++ destructors can abort at exit ("terminate called
-    # without an active exception") even after a clean destroy_process_group.
-    os._exit(0)
-
-
-def _cleanup_group(ok: bool) -> None:
-    """Free models and the group in the order that avoids gloo's abort at exit."""
-    import gc
-
-    gc.collect()
-    try:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            if ok:
-                # Wait for the others before tearing down, so no peer is mid-collective.
-                with contextlib.suppress(Exception):
-                    if dist.get_backend() == "nccl":
-                        import torch
-
-                        dist.barrier(device_ids=[torch.cuda.current_device()])
-                    else:
-                        dist.barrier()
-            dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - the result is already written
-        pass
