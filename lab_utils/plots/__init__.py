@@ -4,8 +4,8 @@
     fig = plots.bars({"naive": 8, "no_sync": 2}, title="all-reduces per update", yaxis="count")
     fig = plots.lines({"H=1": losses1, "H=8": losses8}, xaxis="step", yaxis="loss")
 
-Topic modules (``plots.checkpointing``, ``plots.accumulation``, ...) hold each lab's figures.
-A figure that shows simulated numbers says so in its title (``simulated()``).
+Each lab's own figures live with its topic (``lab_utils.topics.<topic>.figures``) and are built
+from these helpers. A figure that shows simulated numbers says so in its title (``simulated()``).
 """
 
 from __future__ import annotations
