@@ -149,8 +149,8 @@ def torch_step(kind: str) -> StepFn:
 def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
     """torch's ``ScheduleInterleaved1F1B`` with ``chunks`` stages per rank: the model is cut into
     p x chunks stages and rank r holds stages r, r + p, ... One untimed step, then one recorded.
-    Returns this rank's events (all its stages, ``stage`` = the stage's index) and each of its
-    stages' gradient by stage index."""
+    Returns this rank's events (all its stages, ``stage`` = the stage's index), the messages of
+    the recorded step, and each of its stages' gradient by stage index."""
     rank, p, dev = dist.get_rank(), dist.get_world_size(), dist_info().device
     n = p * chunks
     parts = stages.split(stages.model(spec), n)
@@ -179,7 +179,8 @@ def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[s
     for rec in recorders:
         rec.__enter__()
     try:
-        step()
+        with traffic.P2PCounter() as sent:
+            step()
     finally:
         for rec in recorders:
             rec.__exit__(None, None, None)
@@ -191,7 +192,11 @@ def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[s
             if e["stage"] == rec.index:
                 e["start"] += rec.start - t0
                 e["end"] += rec.start - t0
-    out = {"events": events, "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()}}
+    out = {
+        "events": events,
+        "messages": [vars(msg) for msg in sent.messages],
+        "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()},
+    }
     dist.barrier()
     return out
 
