@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 __all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
 
@@ -203,7 +204,5 @@ def _counting_allreduce_hook(counter, bucket):
     counter._record(
         "all_reduce", buf.numel() * buf.element_size(), buf.numel(), str(buf.dtype).replace("torch.", ""), "ddp-hook"
     )
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
     with counter.paused():  # the hook's own dist.all_reduce is this same event, not a second one
         return allreduce_hook(None, bucket)

@@ -1,8 +1,8 @@
 """Where a lab runs: its size (student or smoke), its device, its rank, and the versions.
 
-    from lab_utils.env import pick, device, versions, dist_info
-    n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
-    dist_info().rank                       # on a rank of launch() or torchrun; 0 in a single process
+from lab_utils.env import pick, device, versions, dist_info
+n_blocks = pick(student=32, smoke=8)   # LAB_SIZE=smoke (set by the test suite) takes the second
+dist_info().rank                       # on a rank of launch() or torchrun; 0 in a single process
 """
 
 from __future__ import annotations

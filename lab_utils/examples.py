@@ -11,6 +11,10 @@ import socket
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from lab_utils.checks import fingerprint
+from lab_utils.data import regression
 
 __all__ = ["allreduce_demo", "whoami", "ddp_regression"]
 
@@ -45,12 +49,8 @@ def whoami() -> dict:
 
 
 def ddp_regression(steps: int = 5, batch: int = 16, dim: int = 8, seed: int = 0) -> dict:
-    """A few DDP steps on a linear regression; returns the final loss and a parameter checksum
+    """A few DDP steps on a linear regression; returns the final loss and a parameter fingerprint
     (equal on every rank after DDP's gradient all-reduce)."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from lab_utils.data import regression
-
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(seed)
     model = torch.nn.Linear(dim, 1)
@@ -64,6 +64,6 @@ def ddp_regression(steps: int = 5, batch: int = 16, dim: int = 8, seed: int = 0)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+    digest = fingerprint(model)
     del ddp, model, opt
-    return {"rank": rank, "loss": loss.item(), "checksum": checksum}
+    return {"rank": rank, "loss": loss.item(), "fingerprint": digest}

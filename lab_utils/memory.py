@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.profiler import ProfilerActivity, profile
 
 __all__ = [
     "SavedRecord",
@@ -236,8 +237,6 @@ def cpu_peak(fn: Callable[[], object]) -> int:
     meter (the first call pays ~1-2 s of profiler start-up), so use it once per strategy. The
     profiler's own log lines are silenced, and so is anything ``fn`` writes straight to file
     descriptors 1 and 2 (Python prints inside a notebook still show)."""
-    from torch.profiler import ProfilerActivity, profile
-
     with _quiet_native_output():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()

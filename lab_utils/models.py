@@ -9,6 +9,9 @@ clf = models.tiny_classifier(num_labels=2)              # transformers GPT2ForSe
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -26,10 +29,6 @@ __all__ = [
 
 def seed_everything(seed: int) -> None:
     """Seed Python, NumPy and torch (CPU and CUDA) so two runs build the same weights and data."""
-    import random
-
-    import numpy as np
-
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
@@ -110,6 +109,7 @@ def transformer_chain(
 
 
 def _gpt2_config(vocab_size: int, n_positions: int, n_embd: int, n_layer: int, n_head: int, **extra):
+    # transformers is imported where it is used: it takes seconds, and most labs never need it.
     from transformers import GPT2Config
 
     # GPT-2's special ids (50256) lie outside a tiny vocabulary: use its last id instead, so

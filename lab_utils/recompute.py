@@ -17,6 +17,7 @@ costs time (memory traffic), which is why the labs measure both.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,8 +101,6 @@ def measure_recompute(model: nn.Module, loss_fn: Callable[[], torch.Tensor], *, 
     Extra forward FLOPs of a checkpointing strategy = its ``total_flops`` minus the baseline's
     (same model and batch, no checkpointing). Keep the counter around forward *and* backward of
     a selective region: its recompute must replay the same ops, the counter's own included."""
-    import contextlib
-
     with CallCounter(model) as calls:
         with FlopCounterMode(display=False) as fc, meter if meter is not None else contextlib.nullcontext():
             loss = loss_fn()

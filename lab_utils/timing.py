@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
+from tqdm.auto import tqdm
 
 __all__ = ["Timer", "TimeStats", "time_fn", "throughput", "synchronize", "progress"]
 
@@ -71,6 +72,4 @@ def throughput(samples: int, seconds: float) -> float:
 def progress(iterable: Iterable, *, desc: str = "", total: int | None = None, disable: bool = False):
     """A ``tqdm.auto`` progress bar (a widget in JupyterLab, text in a terminal) for loops that
     run more than a couple of seconds; it disappears when the loop ends."""
-    from tqdm.auto import tqdm
-
     return tqdm(iterable, desc=desc, total=total, disable=disable, leave=False)

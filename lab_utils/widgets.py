@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import plotly.io as pio
+
 __all__ = ["figure_output", "show_figure"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
@@ -23,8 +25,6 @@ PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 def figure_output(fig: Any) -> dict:
     """The ``display_data`` output that JupyterLab's plotly renderer draws for ``fig``."""
-    import plotly.io as pio
-
     bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig)), "config": {}}, "text/plain": "<Figure>"}
     return {"output_type": "display_data", "data": bundle, "metadata": {}}
 

@@ -55,7 +55,7 @@ def test_a_real_all_reduce(world_size):
 
 def test_ddp_keeps_ranks_in_step():
     a, b = launch(ddp_regression, 2)
-    assert a["checksum"] == b["checksum"]  # same parameters on both ranks after DDP steps
+    assert a["fingerprint"] == b["fingerprint"]  # same parameters on both ranks after DDP steps
     assert a["loss"] != b["loss"]  # ... although each rank saw different data
 
 
