@@ -13,6 +13,7 @@ answer = dict(
 )
 ### END SOLUTION
 
+
 # %% exercise="hf-loop-from-args"
 def loop_from_args(args, model, train_ds):
     """Train `model` on `train_ds` with an Accelerate loop, exactly as Trainer(model, args,
