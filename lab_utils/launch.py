@@ -10,9 +10,13 @@
 
     launch(hello, world_size=3, args=(10,))  # -> [30.0, 30.0, 30.0]; .backend == "gloo"
 
-Each rank is a fresh interpreter (``python lab_utils/_rank.py``: safe with CUDA, no state
-copied from the kernel, and no re-import of the caller's script, so a script without an
-``if __name__ == "__main__"`` guard works too). ``fn`` travels by value with cloudpickle, so a
+Each rank is a process of its own, never a copy of the caller: no state is copied from the
+kernel and the caller's script is not re-imported, so a script without an
+``if __name__ == "__main__"`` guard works too. On Linux the ranks are forked from a warm process
+that has already imported torch (``warm_start``, ``_zygote.py``: well under a second a launch, not
+1-2 s of imports per rank); elsewhere, or with ``LAB_UTILS_WARM_START=0``, each is a fresh
+interpreter (``python lab_utils/_rank.py``). Both are safe with CUDA: it is initialised only in
+the ranks. ``fn`` travels by value with cloudpickle, so a
 function typed into a notebook cell works although the workers cannot import the kernel's
 ``__main__``. Inside ``fn`` the rank and world size come from ``torch.distributed.get_rank()``
 / ``get_world_size()`` (or ``dist_info()``), so the same function also runs unchanged under
@@ -41,6 +45,7 @@ from typing import Any
 import cloudpickle
 import torch
 
+from lab_utils import warm_start
 from lab_utils._worker import result_path
 from lab_utils.env import DistInfo, dist_info  # re-exported: ranks ask launch where they are
 
@@ -202,7 +207,7 @@ def launch(
     rank, 'auto' to choose; the choice is in ``result.backend``). Inside ``fn`` use
     ``torch.distributed.get_rank()`` or ``dist_info()``. Returns a list of the ranks' return
     values in rank order. ``timeout`` (seconds) bounds the whole run, including start-up
-    (~2-3 s per rank on a small machine)."""
+    (about a second; 2-3 s per rank when the warm start is off)."""
     payload = _check_args(fn, world_size, args, kwargs, timeout)
     chosen = resolve_backend(backend, world_size)
     port = free_port()
@@ -210,7 +215,8 @@ def launch(
     workdir = tempfile.mkdtemp(prefix="lab_utils_launch_")
     with open(os.path.join(workdir, "payload.pkl"), "wb") as f:
         f.write(payload)
-    procs: list[subprocess.Popen] = []
+    procs: list[Any] = []
+    envs: list[dict] = []
     t0 = time.perf_counter()
     try:
         for rank in range(world_size):
@@ -231,9 +237,8 @@ def launch(
             # The caller's import path, as multiprocessing's spawn passes it: a function that
             # cloudpickle sends by reference (an importable one) must import in the rank too.
             env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
-            cmd = [sys.executable, _RANK_SCRIPT, workdir, chosen, str(threads), str(timeout), str(os.getpid())]
-            # Own process group per rank: the parent can kill a rank and anything it started.
-            procs.append(subprocess.Popen(cmd, env=env, process_group=0, stdin=subprocess.DEVNULL))
+            envs.append(env)
+        procs = _start_ranks(envs, workdir, chosen, threads, timeout)
         results = _wait(procs, workdir, timeout, t0)
     finally:
         _stop(procs)
@@ -243,10 +248,25 @@ def launch(
     return out
 
 
+def _start_ranks(envs: list[dict], workdir: str, backend: str, threads: int, timeout: float) -> list[Any]:
+    """The ranks, forked by the warm process when it can (see _zygote.py), else fresh
+    interpreters. Either way each leads its own process group, so the parent can kill a rank
+    and anything it started."""
+    if warm_start.enabled():
+        reqs = [
+            dict(workdir=workdir, rank=r, backend=backend, threads=threads, timeout=timeout, env=env)
+            for r, env in enumerate(envs)
+        ]
+        with contextlib.suppress(OSError):
+            return warm_start.fork_ranks(reqs)
+    cmd = [sys.executable, _RANK_SCRIPT, workdir, backend, str(threads), str(timeout), str(os.getpid())]
+    return [subprocess.Popen(cmd, env=env, process_group=0, stdin=subprocess.DEVNULL) for env in envs]
+
+
 _SECONDARY = ("Connection reset", "Connection closed", "Broken pipe", "NCCL communicator was aborted")
 
 
-def _wait(procs: list[subprocess.Popen], workdir: str, timeout: float, t0: float) -> list[Any]:
+def _wait(procs: list[Any], workdir: str, timeout: float, t0: float) -> list[Any]:
     """Poll until every rank has exited; fail fast on the first error, death or the deadline."""
     world = len(procs)
     while True:
@@ -286,7 +306,7 @@ def _read_result(workdir: str, rank: int) -> tuple[str | None, Any]:
         return pickle.load(f)
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def _stop(procs: list[Any]) -> None:
     """Terminate, then kill, every worker and its process group; reap them all."""
     for p in procs:
         if p.poll() is None:

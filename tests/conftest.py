@@ -17,6 +17,14 @@ SESSION_MARK = f"LAB_UTILS_TEST_SESSION={uuid.uuid4().hex}"
 os.environ["LAB_UTILS_TEST_SESSION"] = SESSION_MARK.split("=", 1)[1]
 
 
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def rank_processes() -> list[tuple[int, str]]:
     """(pid, command line) of every live rank process (lab_utils.launch or lab_utils.run) that
     this test session started."""
@@ -25,15 +33,21 @@ def rank_processes() -> list[tuple[int, str]]:
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            cmd = _cmdline(pid)
             with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+                state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
             with open(f"/proc/{pid}/environ", "rb") as f:
                 ours = SESSION_MARK.encode() in f.read().split(b"\0")
         except OSError:
             continue
-        if ours and state != "Z" and ("lab_utils/_rank.py" in cmd or "lab_utils.run" in cmd):
+        if not ours or state == "Z":
+            continue
+        # A warm-start process lives as long as the process that started it (a kernel, a
+        # script, this session) and is no rank; the ranks it forks are, and so is a warm
+        # process whose starter is gone (re-parented to init).
+        warm = "lab_utils/_zygote.py" in cmd
+        forked_rank = warm and "lab_utils/_zygote.py" in _cmdline(ppid)
+        if "lab_utils/_rank.py" in cmd or "lab_utils.run" in cmd or forked_rank or (warm and ppid == "1"):
             found.append((int(pid), cmd))
     return found
 

@@ -233,3 +233,21 @@ def test_auto_falls_back_to_gloo_with_fewer_gpus_than_ranks():
     assert resolve_backend("auto", world) == "gloo"
     with pytest.raises(ValueError, match="one CUDA GPU per rank"):
         resolve_backend("nccl", world)
+
+
+def parent_pid() -> int:
+    return os.getppid()
+
+
+def test_warm_start_forks_ranks_from_one_process_and_reuses_it():
+    first = launch(parent_pid, 2)
+    second = launch(parent_pid, 3)
+    parents = set(first) | set(second)
+    assert len(parents) == 1 and os.getpid() not in parents, "ranks come from one warm process, reused"
+    with open(f"/proc/{parents.pop()}/cmdline", "rb") as f:
+        assert b"lab_utils/_zygote.py" in f.read()
+
+
+def test_warm_start_off_starts_fresh_interpreters(monkeypatch):
+    monkeypatch.setenv("LAB_UTILS_WARM_START", "0")
+    assert launch(parent_pid, 2) == [os.getpid()] * 2  # each rank is a child of the caller
