@@ -13,12 +13,11 @@ Modules:
     record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
     accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted
     cost             measured compute + simulated communication = time on another network
-    reference        an importable local SGD (exercise 2's reference; what torchrun runs)
     figures          the lab's plotly figures
     exercises        the graders of the lab's exercises
 """
 
-from lab_utils.topics.local_sgd import cost, exercises, figures, record, reference, task
+from lab_utils.topics.local_sgd import cost, exercises, figures, record, task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
 from lab_utils.topics.local_sgd.record import gather, run
@@ -28,7 +27,6 @@ __all__ = [
     "exercises",
     "figures",
     "record",
-    "reference",
     "task",
     "run",
     "gather",
