@@ -20,7 +20,7 @@ slides-pdf: slides
 # Builds the decks into a scratch folder (your slides/build is left alone),
 # then runs tests/browser: every deck from file:// and a local server, every lab in JupyterLab.
 # Screenshots: artifacts/browser/.
-browser-test: $(STAMP)
+browser-test: $(STAMP) $(OVERRIDES)
 	SLIDES_BUILD=$(BROWSER_TEST_OUT) bash slides/fetch_assets.sh
 	$(BIN)/python slides/build.py --out $(BROWSER_TEST_OUT)
 	LAB_BROWSER_TESTS=1 SLIDES_BUILD=$(BROWSER_TEST_OUT) $(BIN)/python -m pytest tests/browser \

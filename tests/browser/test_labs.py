@@ -69,13 +69,13 @@ def alive(pids) -> set[int]:
 
 
 class Server:
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, user_settings: dict = SETTINGS):
         self.root = tmp / "root"
         shutil.copytree(
             ROOT / "labs", self.root / "labs", ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
         )
         settings = tmp / "settings"
-        for rel, value in SETTINGS.items():
+        for rel, value in user_settings.items():
             path = settings / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(value))
@@ -160,6 +160,19 @@ class Server:
                 pass
         self.log.close()
         return left
+
+
+def test_make_lab_turns_news_and_update_checks_off(tmp_path):
+    """The project's JupyterLab settings (labs/.jupyterlab-overrides.json, installed into .venv by
+    `make lab` and `make browser-test`) reach a server whose user has no settings of their own."""
+    srv = Server(tmp_path, user_settings={})
+    try:
+        schema = srv.api("GET", "/lab/api/settings/@jupyterlab/apputils-extension:notification")["schema"]
+        got = {k: v.get("default") for k, v in schema["properties"].items()}  # overrides set the defaults
+    finally:
+        left = srv.stop()
+    assert got.get("fetchNews") == "false" and got.get("checkForUpdates") is False, got
+    assert not left
 
 
 @pytest.fixture(scope="module")
