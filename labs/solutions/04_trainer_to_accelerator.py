@@ -68,19 +68,6 @@ def train_by_hand(accelerator, model, optimizer, batches):
     ### END SOLUTION
 
 
-# %% exercise="hf-window-tokens"
-def backward_window(model, micro_batches):
-    """Backpropagate one accumulation window of causal-LM micro-batches (dicts with input_ids,
-    attention_mask, labels; -100 marks padding) through `model`, one micro-batch at a time, so
-    that the gradients add up to those of one big batch of all their sequences."""
-    ### BEGIN SOLUTION
-    # the window's target tokens: labels are shifted by one inside the model
-    n_items = sum(int((b["labels"][:, 1:] != -100).sum()) for b in micro_batches)
-    for b in micro_batches:
-        model(**b, num_items_in_batch=n_items).loss.backward()  # token-loss sum / n_items
-    ### END SOLUTION
-
-
 # %% exercise="hf-scaled-loss"
 def scaled_loss(token_loss_sum, window_tokens, grad_accum):
     """The loss to hand accelerator.backward for one micro-batch of a window (see the text)."""

@@ -13,11 +13,11 @@
 Modules, one concept each (each loaded on first use, so ranks import only what they need):
 
 - ``data``: the classification job (splits that record their read order, tiny GPT-2, accuracy/F1).
-- ``names``: the talk's transformers 4.x argument names -> transformers 5's.
+- ``names``: other renames from transformers 4.x to 5 (not exercise 1's three).
 - ``trainer``: the Trainer's loss-scaling belief, ``TrainerMeter`` and ``summary`` of a run.
 - ``meters``: ``LoopMeter`` / ``metered``: per micro-batch sync flags, all-reduces, real steps.
-- ``mechanics``: Accelerate's pieces measured alone (backward's division, scheduler wrapper,
-  token-count normalisation).
+- ``mechanics``: Accelerate's pieces measured alone (backward's division inside and outside
+  accumulate, token-count normalisation).
 - ``guards``: the launch traps (an Accelerator in the kernel, a taken port, one process only).
 - ``scripts``: the job as ``accelerate launch`` / ``torchrun`` commands, and running them.
 - ``handsync``: a hand-written accumulation loop next to ``accumulate()`` on one rank.

@@ -4,8 +4,7 @@
     exercises.check_names(answer)                 # 1: the talk's TrainingArguments, today's names
     exercises.check_loop_from_args(loop_from_args) # 2: an Accelerate loop == the Trainer's losses
     exercises.check_by_hand(train_by_hand)         # 3: no_sync by hand == accumulate(), on 2 ranks
-    exercises.check_window_backward(backward_window)  # 4: num_items_in_batch == one big batch
-    exercises.check_scaled_loss(scaled_loss)       # 5: the same through accelerator.backward
+    exercises.check_scaled_loss(scaled_loss)       # 4: a token-normalised loss through accelerator.backward
 
 Each prints ○ (not attempted), ✓, or raises ✗ with a hint (``lab_utils.checks.grader``).
 """
@@ -23,12 +22,9 @@ from transformers.trainer_callback import PrinterCallback
 
 from lab_utils.checks import grader
 from lab_utils.launch import launch
-from lab_utils.models import tiny_gpt2
 from lab_utils.topics.hf import handsync
 from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.guards import reset_accelerate_state
-from lab_utils.topics.hf.mechanics import flat_grad, target_tokens, uneven_window
-from lab_utils.topics.hf.names import TALK_TO_CURRENT
 from lab_utils.topics.hf.trainer import TrainerMeter
 
 __all__ = [
@@ -37,16 +33,21 @@ __all__ = [
     "trainer_losses",
     "check_loop_from_args",
     "check_by_hand",
-    "check_window_backward",
     "check_scaled_loss",
 ]
 
 
 # ----------------------------------------------------------------------------- 1. names
-@grader("Exercise 1 · the talk's arguments, today", hint="reread section 6: names across versions")
+_TALK_NAMES = ("evaluation_strategy", "gradient_checkpointing", "no_cuda")  # the exercise's old names
+
+
+@grader(
+    "Exercise 1 · the talk's arguments, today",
+    hint="section 1's Trainer cell spells them today's way; section 6 shows the old ones fail",
+)
 def check_names(answer: Mapping[str, Any]) -> str:
     assert isinstance(answer, Mapping), f"answer is a {type(answer).__name__}: write the keyword arguments as a dict"
-    old = [k for k in answer if k in TALK_TO_CURRENT]
+    old = [k for k in answer if k in _TALK_NAMES]
     assert not old, f"{old} are the talk's names"
     with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -147,41 +148,9 @@ def check_by_hand(train_by_hand: Callable[..., Any]) -> str:
     return f"same parameters as accumulate() on {len(ranks)} ranks, {ranks[0]['collectives']} all-reduces each"
 
 
-# ----------------------------------------------------------------------------- 4. tokens of the window
-@grader("Exercise 4 · a window normalised by its tokens", hint="reread section 3: token-count normalisation")
-def check_window_backward(backward_window: Callable[..., Any]) -> str:
-    offline()
-    model = tiny_gpt2(seed=0)
-    parts = uneven_window(4, per_micro=2, seed=3)
-    big = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-    model.zero_grad()
-    model(**big).loss.backward()
-    want = flat_grad(model)
-    model.zero_grad()
-    sizes: list[int] = []
-
-    def seen(_mod: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        ids = kwargs.get("input_ids", args[0] if args else None)
-        sizes.append(int(ids.shape[0]))
-
-    handle = model.register_forward_pre_hook(seen, with_kwargs=True)
-    try:
-        backward_window(model, [dict(p) for p in parts])
-    finally:
-        handle.remove()
-    assert sizes == [len(p["input_ids"]) for p in parts], (
-        f"the model ran on batches of {sizes}: run it once per micro-batch, as accumulation does"
-    )
-    got = flat_grad(model)
-    gap = ((got - want).abs().max() / want.abs().max()).item()
-    assert gap < 1e-4, f"your window's gradient differs from one big batch's by {gap:.2g} (relative)"
-    tokens = [target_tokens(p) for p in parts]
-    return f"micro-batches of {tokens} target tokens, gradient = one big batch"
-
-
-# ----------------------------------------------------------------------------- 5. through accelerator.backward
+# ----------------------------------------------------------------------------- 4. through accelerator.backward
 @grader(
-    "Exercise 5 · token-normalised loss through accelerator.backward",
+    "Exercise 4 · token-normalised loss through accelerator.backward",
     hint="reread section 3: what accelerator.backward does to the loss",
 )
 def check_scaled_loss(scaled_loss: Callable[[Any, int, int], Any]) -> str:

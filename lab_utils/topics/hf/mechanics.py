@@ -1,20 +1,18 @@
 """What Accelerate and the Trainer do inside a loop, each piece measured on its own (one process).
 
 from lab_utils.topics.hf import mechanics
-mechanics.backward_scaling(4)["grad_ratio"]     # 0.25: accelerator.backward divides the loss
-mechanics.scheduler_lrs(prepared=False)         # a schedule stepped per micro-batch ends early
+mechanics.backward_scaling(4)                   # inside/outside accumulate: 0.25 both
 parts = mechanics.uneven_window(4)              # LM micro-batches of very different lengths
 mechanics.token_loss_normalisation()            # num_items_in_batch == one big batch
 """
 
 from __future__ import annotations
 
-import math
+import contextlib
 from typing import Any
 
 import torch
 from accelerate import Accelerator
-from transformers import get_linear_schedule_with_warmup
 
 from lab_utils.data import lm_batch
 from lab_utils.models import tiny_gpt2
@@ -23,7 +21,6 @@ from lab_utils.topics.hf.guards import reset_accelerate_state
 
 __all__ = [
     "backward_scaling",
-    "scheduler_lrs",
     "uneven_window",
     "target_tokens",
     "flat_grad",
@@ -32,8 +29,9 @@ __all__ = [
 
 
 def backward_scaling(grad_accum: int = 4, seed: int = 0) -> dict[str, float]:
-    """The ratio of the gradient ``accelerator.backward`` produces inside ``accumulate`` to plain
-    ``loss.backward()``'s on the same model and batch (expect 1 / grad_accum). One process."""
+    """The ratio of the gradient ``accelerator.backward`` produces to plain ``loss.backward()``'s on
+    the same model and batch, for a call inside ``accumulate`` (``inside``) and one outside it
+    (``outside``). Accelerate 1.15 divides by grad_accum on every call: expect 1 / grad_accum twice."""
     reset_accelerate_state()
     try:
         torch.manual_seed(seed)
@@ -43,44 +41,13 @@ def backward_scaling(grad_accum: int = 4, seed: int = 0) -> dict[str, float]:
         acc = Accelerator(gradient_accumulation_steps=grad_accum, cpu=True)
         model = acc.prepare(torch.nn.Linear(4, 1))
         model.load_state_dict(ref.state_dict())
-        with acc.accumulate(model):
-            acc.backward(torch.nn.functional.mse_loss(model(x), y))
-        ratio = (model.weight.grad.norm() / ref.weight.grad.norm()).item()
-        return {"grad_ratio": ratio, "grad_accum": float(grad_accum)}
-    finally:
-        reset_accelerate_state()
-
-
-def scheduler_lrs(
-    *,
-    micro_batches: int = 16,
-    grad_accum: int = 4,
-    prepared: bool = True,
-    total_steps: int | None = None,
-    lr: float = 1.0,
-) -> list[float]:
-    """Learning rate after each micro-batch of a linear-decay schedule stepped every micro-batch,
-    through Accelerate's wrapper (``prepared``) or directly. ``total_steps`` defaults to the number
-    of optimizer updates (micro_batches / grad_accum). One process, no model: a bare parameter."""
-    reset_accelerate_state()
-    try:
-        acc = Accelerator(gradient_accumulation_steps=grad_accum, cpu=True)
-        model = torch.nn.Module()
-        model.p = torch.nn.Parameter(torch.zeros(1))
-        opt = torch.optim.SGD([model.p], lr=lr)
-        total = total_steps if total_steps is not None else math.ceil(micro_batches / grad_accum)
-        sched = get_linear_schedule_with_warmup(opt, 0, total)
-        if prepared:
-            model, opt, sched = acc.prepare(model, opt, sched)
-        lrs = []
-        for _ in range(micro_batches):
-            with acc.accumulate(model):
-                acc.backward(model.p.sum() * 0)
-                opt.step()
-                sched.step()
-                opt.zero_grad()
-            lrs.append(float(sched.get_last_lr()[0]))
-        return lrs
+        ratios = {}
+        for where in ("inside", "outside"):
+            model.zero_grad()
+            with acc.accumulate(model) if where == "inside" else contextlib.nullcontext():
+                acc.backward(torch.nn.functional.mse_loss(model(x), y))
+            ratios[where] = (model.weight.grad.norm() / ref.weight.grad.norm()).item()
+        return {**ratios, "grad_accum": float(grad_accum)}
     finally:
         reset_accelerate_state()
 

@@ -33,7 +33,6 @@ def _fails(grader, *args):
         exercises.check_names,
         exercises.check_loop_from_args,
         exercises.check_by_hand,
-        exercises.check_window_backward,
         exercises.check_scaled_loss,
     ],
 )
@@ -118,28 +117,6 @@ def test_by_hand_fails_without_no_sync_and_with_a_step_per_micro_batch():
     assert "gradient all-reduces" in _fails(exercises.check_by_hand, _no_no_sync)
     assert "gradient all-reduces" in _fails(exercises.check_by_hand, _forward_outside_no_sync)
     assert "parameters differ" in _fails(exercises.check_by_hand, _step_every_micro_batch)
-
-
-def _mean_of_means(model, micro_batches):
-    for b in micro_batches:
-        (model(**b).loss / len(micro_batches)).backward()
-
-
-def _one_big_batch(model, micro_batches):
-    big = {k: torch.cat([b[k] for b in micro_batches]) for k in micro_batches[0]}
-    model(**big).loss.backward()
-
-
-def _right_window(model, micro_batches):
-    n = sum(int((b["labels"][:, 1:] != -100).sum()) for b in micro_batches)
-    for b in micro_batches:
-        model(**b, num_items_in_batch=n).loss.backward()
-
-
-def test_window_backward_fails_the_mean_of_means_and_a_single_big_forward():
-    exercises.check_window_backward(_right_window)
-    assert "differs from one big batch" in _fails(exercises.check_window_backward, _mean_of_means)
-    assert "once per micro-batch" in _fails(exercises.check_window_backward, _one_big_batch)
 
 
 def test_scaled_loss_fails_when_backwards_division_is_forgotten():

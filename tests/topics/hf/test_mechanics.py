@@ -1,4 +1,4 @@
-"""hf.mechanics: what accelerator.backward, the scheduler wrapper and num_items_in_batch do."""
+"""hf.mechanics: what accelerator.backward and num_items_in_batch do (the scheduler loops are lab 4 cells)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,10 @@ from lab_utils.topics.hf import guards, mechanics
 
 def test_backward_divides_by_accumulation_steps():
     for k in (2, 4):
-        assert mechanics.backward_scaling(k)["grad_ratio"] == pytest.approx(1 / k, rel=1e-5)
+        r = mechanics.backward_scaling(k)
+        assert r["inside"] == pytest.approx(1 / k, rel=1e-5)
+        assert r["outside"] == pytest.approx(1 / k, rel=1e-5)  # outside accumulate() too
     assert not guards.accelerator_exists()
-
-
-def test_scheduler_wrapper_skips_non_sync_steps():
-    k, n = 4, 16
-    prepared = mechanics.scheduler_lrs(micro_batches=n, grad_accum=k, prepared=True)
-    # linear decay over n/k updates; the schedule moves once per k micro-batches
-    assert prepared == pytest.approx([1 - ((i + 1) // k) / (n // k) for i in range(n)])
-    plain = mechanics.scheduler_lrs(micro_batches=n, grad_accum=k, prepared=False)
-    assert plain[: n // k] == pytest.approx([1 - (i + 1) / (n // k) for i in range(n // k)])
-    assert plain[-1] == 0.0 and prepared[n // 2 - 1] == pytest.approx(0.5)
 
 
 def test_uneven_window_pads_labels_with_ignore_index():

@@ -1,28 +1,33 @@
-"""hf.names: the talk's names map to ones the pinned transformers accepts without a warning."""
+"""hf.names and exercise 1's premise: the talk's names fail or warn on the pinned transformers."""
 
 from __future__ import annotations
 
 import warnings
 
 import pytest
-from transformers import TrainingArguments
+from transformers import Trainer, TrainingArguments
 
 from lab_utils.topics.hf import names
+from lab_utils.topics.hf.data import build_model
 
 
-def test_current_names_give_warning_free_training_args(tmp_path):
-    talk = dict(evaluation_strategy="epoch", gradient_checkpointing=True, no_cuda=True)
-    new = names.current_names(**talk)
-    assert new == {"eval_strategy": "epoch", "activation_checkpointing": True, "use_cpu": True}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        args = TrainingArguments(output_dir=str(tmp_path), report_to="none", **new)
-    assert args.activation_checkpointing and args.eval_strategy == "epoch"
-    # the map is real: the old names fail or warn on the pinned version
-    for removed in ("evaluation_strategy", "no_cuda"):
+def test_the_talks_argument_names_fail_or_warn(tmp_path):
+    for removed, value in (("evaluation_strategy", "epoch"), ("no_cuda", True)):
         with pytest.raises(TypeError):
-            TrainingArguments(output_dir=str(tmp_path), **{removed: talk[removed]})
+            TrainingArguments(output_dir=str(tmp_path), **{removed: value})
     with pytest.warns(FutureWarning, match="activation_checkpointing"):
         TrainingArguments(output_dir=str(tmp_path), report_to="none", gradient_checkpointing=True)
-    with pytest.raises(ValueError, match="same setting"):
-        names.current_names(gradient_checkpointing=True, activation_checkpointing=True)
+
+
+def test_the_listed_renames_are_real(tmp_path):
+    with pytest.warns(FutureWarning):
+        TrainingArguments(output_dir=str(tmp_path), report_to="none", gradient_checkpointing_kwargs={})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TrainingArguments(output_dir=str(tmp_path), report_to="none", activation_checkpointing_kwargs={})
+    assert "processing_class" in Trainer.__init__.__code__.co_varnames
+    model = build_model()
+    for old, new in names.TALK_TO_CURRENT.items():
+        if old.endswith("checkpointing") or old.endswith("_enable"):
+            assert hasattr(model, old) and hasattr(model, new), (old, new)
+    assert not {"evaluation_strategy", "no_cuda", "gradient_checkpointing"} & set(names.TALK_TO_CURRENT)
