@@ -1,7 +1,7 @@
 """Graders of lab 6's exercises: each measures the student's code against its own reference.
 
 from lab_utils.topics.pipeline import exercises
-exercises.check_fill_drain(gpipe_step)   # runs it on 3 real ranks: gradients, order, bytes
+exercises.check_fill_drain(gpipe_step)   # on 3 real ranks: gradients, order, its own sends/recvs
 exercises.check_choose_m(choose_m)       # against the smallest m meeting both limits
 exercises.check_balance(balance)         # boundaries against the best split of measured FLOPs
 """
@@ -9,23 +9,33 @@ exercises.check_balance(balance)         # boundaries against the best split of 
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+import lab_utils
 from lab_utils.checks import grader
 from lab_utils.launch import LaunchTimeout, launch
 from lab_utils.memory import SavedTensorMeter
 from lab_utils.recompute import count_flops
 from lab_utils.topics.pipeline import runs, stages, timeline
 
-__all__ = ["check_fill_drain", "check_choose_m", "check_balance", "reference_m", "best_split", "block_flops"]
+__all__ = ["check_fill_drain", "check_choose_m", "check_balance", "best_split", "block_flops"]
 
 FILL_DRAIN_SPEC = stages.Spec(depth=6, width=32, batch=16, dtype=torch.float64)
 FILL_DRAIN_P, FILL_DRAIN_M = 3, 4
 HANG_TIMEOUT = 45.0
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
+
+
+_NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))
+
+
+def _own(caller: str) -> bool:
+    """Whether a message was sent by code outside torch and lab_utils (the student's loop)."""
+    return not caller.startswith(_NOT_YOURS)
 
 
 def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
@@ -57,18 +67,27 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
         assert seen == want, f"stage {s} ran {seen}; GPipe runs every forward, then every backward: {want}"
     act = FILL_DRAIN_SPEC.batch // m * FILL_DRAIN_SPEC.width * 8
     for s, r in enumerate(runs_):
-        sent: dict[int, int] = {}
-        for msg in r["messages"]:
-            if msg["op"] == "send":
-                sent[msg["peer"]] = sent.get(msg["peer"], 0) + msg["nbytes"]
-        expect = {d: m * act for d in (s - 1, s + 1) if 0 <= d < p}
-        assert sent == expect, (
-            f"stage {s} sent {sent} (bytes per rank); expected {expect}: one tensor per micro-batch each way"
+        msgs = r["messages"]
+        others = sorted({os.path.basename(msg["caller"]) for msg in msgs if not _own(msg["caller"])})
+        assert not others, (
+            f"stage {s}'s messages were sent by {others}, not by your loop: call dist.send / dist.recv "
+            "(or isend / irecv) yourself"
         )
+        # fill-drain: per micro-batch, activations come from s - 1 and go to s + 1; then gradients back
+        fwd = [("recv", s - 1)] * (s > 0) + [("send", s + 1)] * (s < p - 1)
+        bwd = [("recv", s + 1)] * (s < p - 1) + [("send", s - 1)] * (s > 0)
+        seen = [(msg["op"], msg["peer"]) for msg in msgs]
+        want = fwd * m + bwd * m
+        assert sorted(seen[: len(fwd) * m]) == sorted(fwd * m) and sorted(seen) == sorted(want), (
+            f"stage {s}'s messages (op, peer) were {seen}; fill-drain expects {want}: "
+            "one receive and one send per micro-batch in the forwards, then the same back in the backwards"
+        )
+        wrong = [msg for msg in msgs if msg["nbytes"] != act]
+        assert not wrong, f"stage {s} moved {wrong[0]['nbytes']} bytes at once; one micro-batch's activations are {act}"
     return f"{p} ranks: large-batch gradients (max diff {gap:.0e}), F then B on every stage, {2 * (p - 1) * m} messages"
 
 
-def reference_m(p: int, batch: int, bytes_per_sample: float, budget: float, max_bubble: float) -> int | None:
+def _reference_m(p: int, batch: int, bytes_per_sample: float, budget: float, max_bubble: float) -> int | None:
     """The smallest m dividing ``batch`` with GPipe's bubble <= ``max_bubble`` and 1F1B's
     activations in flight on stage 0 (min(m, p) micro-batches) <= ``budget``; None if none."""
     for m in range(1, batch + 1):
@@ -107,7 +126,7 @@ def check_choose_m(choose_m: Callable[..., int | None]) -> str:
         (2, 64, bps, bps / 2, 0.5),  # not even one sample fits: no m works
     ]
     for args in cases:
-        want, got = reference_m(*args), choose_m(*args)
+        want, got = _reference_m(*args), choose_m(*args)
         p, batch, _, budget, max_bubble = args
         assert got == want, (
             f"p={p}, batch={batch}, budget={budget / bps:g} samples' activations, max_bubble={max_bubble}: "

@@ -14,6 +14,8 @@ hand-written loops and torch's schedules are counted alike without changing eith
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -27,6 +29,7 @@ __all__ = ["Message", "P2PCounter", "send_seconds", "ddp_seconds"]
 
 # ``dist.send`` / ``dist.recv`` call ``isend`` / ``irecv`` and wait: wrapping these two counts all four.
 _OPS = ("isend", "irecv")
+_DIST_DIR = os.path.dirname(dist.__file__)
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,15 @@ class Message:
     op: str  # "send" or "recv" (isend / irecv count as send / recv)
     peer: int
     nbytes: int
+    caller: str = ""  # the file whose code called the send or receive (torch's own schedules included)
+
+
+def _caller() -> str:
+    frame = sys._getframe(2)
+    # skip torch.distributed's own API layer (distributed_c10d.py, c10d_logger.py), not its subpackages
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == _DIST_DIR:
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
 
 
 def _peer(op: str, args: tuple, kwargs: dict) -> int:
@@ -45,8 +57,9 @@ def _peer(op: str, args: tuple, kwargs: dict) -> int:
 
 
 class P2PCounter:
-    """Context manager recording every point-to-point message of this rank: ``messages``,
-    ``bytes_sent``, ``bytes_received`` and ``bytes_to`` (per destination)."""
+    """Context manager recording every point-to-point message of this rank: ``messages`` (each
+    with the file whose code called ``dist.send`` / ``isend`` / ...: a hand-written loop's, or
+    torch's schedule's), ``bytes_sent``, ``bytes_received`` and ``bytes_to`` (per destination)."""
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -57,7 +70,7 @@ class P2PCounter:
         def counted(tensor: torch.Tensor, *args, **kwargs):
             kind = "send" if op == "isend" else "recv"
             self.messages.append(
-                Message(kind, _peer(op, (tensor, *args), kwargs), tensor.numel() * tensor.element_size())
+                Message(kind, _peer(op, (tensor, *args), kwargs), tensor.numel() * tensor.element_size(), _caller())
             )
             return fn(tensor, *args, **kwargs)
 

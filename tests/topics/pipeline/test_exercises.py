@@ -8,7 +8,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
-from lab_utils.topics.pipeline import exercises, stages
+from lab_utils.topics.pipeline import exercises, runs, stages
 
 
 def forgets_1_over_m(stage, inputs, targets):
@@ -35,6 +35,73 @@ def forgets_1_over_m(stage, inputs, targets):
             dist.recv(g, src=rank + 1)
             y.backward(g)
         if rank > 0:
+            dist.send(x.grad, dst=rank - 1)
+
+
+def one_f_one_b(stage, inputs, targets):
+    """Right gradients and messages, 1F1B's order: each backward as soon as its gradient can come."""
+    rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
+    pending, sends = [], []
+
+    def forward(i):
+        x = inputs[i]
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, src=rank - 1)
+            x.requires_grad_()
+        y = stage(x)
+        if rank == p - 1:
+            y = F.mse_loss(y, targets[i]) / m
+        else:
+            sends.append(dist.isend(y.detach(), dst=rank + 1))  # blocking sends would deadlock 1F1B
+        pending.append((x, y))
+
+    def backward():
+        x, y = pending.pop(0)
+        if rank == p - 1:
+            y.backward()
+        else:
+            g = torch.empty_like(y)
+            dist.recv(g, src=rank + 1)
+            y.backward(g)
+        if rank > 0:
+            sends.append(dist.isend(x.grad, dst=rank - 1))
+
+    warm = min(p - 1 - rank, m)
+    for i in range(warm):
+        forward(i)
+    for i in range(warm, m):
+        forward(i)
+        backward()
+    while pending:
+        backward()
+    for work in sends:
+        work.wait()
+
+
+def middle_keeps_it(stage, inputs, targets):
+    """Written for 2 stages: every stage after the first receives, then computes the loss; so the
+    middle stage never sends and the last waits for it."""
+    rank, m = dist.get_rank(), len(inputs)
+    received, losses = [], []
+    for x, t in zip(inputs, targets):
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, src=rank - 1)
+            x.requires_grad_()
+            losses.append(F.mse_loss(stage(x), t) / m)
+        else:
+            y = stage(x)
+            dist.send(y.detach(), dst=1)
+            losses.append(y)
+        received.append(x)
+    for x, y in zip(received, losses):
+        if rank == 0:
+            g = torch.empty_like(y)
+            dist.recv(g, src=1)
+            y.backward(g)
+        else:
+            y.backward()
             dist.send(x.grad, dst=rank - 1)
 
 
@@ -74,6 +141,29 @@ def test_fill_drain_catches_the_missing_1_over_m():
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_rejects_torchs_schedule():
+    """torch's ScheduleGPipe gets the same gradients, order and bytes, but is not the student's loop."""
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*not by your loop"):
+        exercises.check_fill_drain(runs.torch_step("GPipe"))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_rejects_1f1b_order():
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*GPipe runs every forward, then every backward"):
+        exercises.check_fill_drain(one_f_one_b)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_rejects_a_middle_stage_that_does_not_send(monkeypatch):
+    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 15.0)
+    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*still waiting"):
+        exercises.check_fill_drain(middle_keeps_it)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_stub_on_ranks_is_not_attempted():
     assert exercises.check_fill_drain(stub_step) == NOT_ATTEMPTED
 
@@ -105,5 +195,6 @@ def test_raising_stubs_are_not_attempted(grader):
 def test_references_agree_with_brute_force():
     assert exercises.best_split([1, 1, 1, 1, 10, 1], 2) == 11
     assert exercises.best_split([2, 2, 2, 2], 4) == 2
-    assert exercises.reference_m(2, 64, 1.0, 64.0, 0.25) == 4
-    assert exercises.reference_m(2, 64, 1.0, 0.5, 0.5) is None
+    assert exercises._reference_m(2, 64, 1.0, 64.0, 0.25) == 4
+    assert exercises._reference_m(2, 64, 1.0, 0.5, 0.5) is None
+    assert "_reference_m" not in exercises.__all__
