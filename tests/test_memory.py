@@ -6,7 +6,7 @@ from torch.utils.checkpoint import checkpoint
 
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, cuda_peak, measure_step, note_saved
 from lab_utils.models import mlp
-from lab_utils.topics.checkpointing.runners import run_chain
+from tests.topics.checkpointing.chains import forward_every_block, forward_selective
 
 B, W, N = 8, 32, 4
 F32 = 4
@@ -52,7 +52,7 @@ def test_every_block_checkpointed_keeps_block_inputs():
         h.sum()
     assert m.total_bytes == N * B * W * F32
     with SavedTensorMeter(model) as m2:
-        run_chain(model, x, "every block").sum()
+        forward_every_block(model, x).sum()
     assert m2.total_bytes == m.total_bytes
 
 
@@ -61,7 +61,7 @@ def test_selective_cache_is_counted():
     # the block input (region input) and the Linear output (selective cache; GELU's input).
     model, x = chain()
     with SavedTensorMeter(model) as m:
-        run_chain(model, x, "selective").sum()
+        forward_selective(model, x).sum()
     assert m.total_bytes == 2 * N * B * W * F32
     assert sum(r.source == "selective cache" for r in m.records) == N
 

@@ -5,8 +5,8 @@ from torch import nn
 
 from lab_utils.models import mlp
 from lab_utils.recompute import count_flops, in_backward, measure_recompute
-from lab_utils.topics.checkpointing.runners import run_chain
 from lab_utils.topics.checkpointing.schedules import segments_checkpoint_sequential
+from tests.topics.checkpointing.chains import forward_every_block, forward_selective, forward_sequential
 
 B, W, N = 8, 32, 4
 
@@ -30,7 +30,7 @@ def test_flops_of_a_linear_chain_by_phase():
 def test_every_block_checkpointed_recomputes_one_forward():
     model, x = mlp(width=W, depth=N), torch.randn(B, W)
     base = measure_recompute(model, lambda: model(x).sum())
-    ck = measure_recompute(model, lambda: run_chain(model, x, "every block").sum())
+    ck = measure_recompute(model, lambda: forward_every_block(model, x).sum())
     assert ck.forward_flops == base.forward_flops == N * linear_flops(B, W, W)
     assert ck.total_flops - base.total_flops == base.forward_flops
     for i in range(N):
@@ -41,7 +41,7 @@ def test_every_block_checkpointed_recomputes_one_forward():
 def test_checkpoint_sequential_skips_the_last_chunk():
     model, x = mlp(width=W, depth=N), torch.randn(B, W)
     base = measure_recompute(model, lambda: model(x).sum())
-    ck = measure_recompute(model, lambda: run_chain(model, x, "checkpoint_sequential", k=2).sum())
+    ck = measure_recompute(model, lambda: forward_sequential(model, x, k=2).sum())
     assert segments_checkpoint_sequential(N, 2) == [(0, 2, "full"), (2, 4, "store")]
     assert ck.total_flops - base.total_flops == 2 * linear_flops(B, W, W)
     assert sorted(ck.calls.recomputed_modules()) == ["0.act", "0.linear", "1.act", "1.linear"]
@@ -50,6 +50,6 @@ def test_checkpoint_sequential_skips_the_last_chunk():
 def test_selective_recomputes_pointwise_only():
     model, x = mlp(width=W, depth=N), torch.randn(B, W)
     base = measure_recompute(model, lambda: model(x).sum())
-    sel = measure_recompute(model, lambda: run_chain(model, x, "selective").sum())
+    sel = measure_recompute(model, lambda: forward_selective(model, x).sum())
     assert sel.total_flops == base.total_flops  # matmul outputs come from the cache
     assert sel.calls.recomputed[f"{N - 1}.act"] == 1  # but the blocks did run again

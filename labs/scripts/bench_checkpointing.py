@@ -21,12 +21,22 @@ import math
 import sys
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from lab_utils.memory import cpu_peak, fmt_bytes, measure_step
 from lab_utils.models import mlp, tiny_gpt2
 from lab_utils.recompute import measure_recompute
 from lab_utils.timing import Timer
-from lab_utils.topics.checkpointing import measure, planner
+from lab_utils.topics.checkpointing import measure, planner, schedules
+
+
+def forward_segments(blocks, x, segments):
+    """Run a schedule, as the lab writes it: "full" segments under one checkpoint, "store" as usual."""
+    h = x
+    for start, stop, mode in segments:
+        part = blocks[start:stop]
+        h = part(h) if mode == "store" else checkpoint(part, h, use_reentrant=False)
+    return h
 
 
 def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
@@ -37,7 +47,11 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
     rows_ = measure.compare_strategies(
         model,
         x,
-        {"none": "none", "sqrt(N)": "sqrt(N)", "planner (min budget)": list(plan.segments)},
+        {
+            "none": lambda b, x: b(x),
+            "sqrt(N)": lambda b, x: forward_segments(b, x, schedules.segments_sqrt(n)),
+            "planner (min budget)": lambda b, x: forward_segments(b, x, plan.segments),
+        },
         repeat=3,
         blocks=(act, inp, cost),
     )

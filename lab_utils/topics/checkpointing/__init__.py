@@ -1,26 +1,27 @@
 """Lab 1, gradient checkpointing: what a chain keeps for backward, what it recomputes, and plans.
 
-    from lab_utils.topics.checkpointing import exercises, figures, measure, planner, runners, schedules
+    from lab_utils.topics.checkpointing import exercises, figures, measure, planner, policies, schedules
     act, inp, cost = measure.profile_blocks(model, x)             # measured, block by block
     plan = planner.plan_for_budget(act, inp, cost, budget)       # least recompute that fits
-    rows = measure.compare_strategies(model, x, {"none": "none", "plan": list(plan.segments)})
+    rows = measure.compare_strategies(model, x, {"none": forward_plain, "every block": forward_every_block})
     figures.tradeoff(points, front=...)                          # the lab's plotly figures
     exercises.check_every_k(forward_every_k)                     # the exercise graders
 
 Modules, one concept each:
 
-- ``schedules``: segment schedules of a chain (none, every k, sqrt(N), checkpoint_sequential, ...);
+- ``schedules``: segment schedules of a chain, as data (sqrt(N), checkpoint_sequential's);
 - ``planner``: the cost model and the dynamic program (``plan_for_budget``, ``optimal_front``);
 - ``policies``: selective-checkpointing policies and ``counted``, which lets the memory meter see
   what a policy caches;
-- ``runners``: ``run_chain`` / ``checkpoint_region``, the harness that runs a schedule;
-- ``measure``: ``profile_blocks``, ``compare_strategies``, ``results_table``, ``AliveActivations``;
+- ``measure``: ``profile_blocks``, ``compare_strategies`` (measures forward functions it is
+  given), ``results_table``, ``AliveActivations``;
 - ``figures``: the computation graph, the memory/recompute trade-off, the plan strip;
 - ``exercises``: the graders of the lab's exercises.
 
-The checkpointed block and the policy the lab teaches are notebook cells, not code here.
+The checkpointed block, the chain's forward functions (one per strategy) and the policy the lab
+teaches are notebook cells, not code here.
 """
 
-from lab_utils.topics.checkpointing import exercises, figures, measure, planner, policies, runners, schedules
+from lab_utils.topics.checkpointing import exercises, figures, measure, planner, policies, schedules
 
-__all__ = ["exercises", "figures", "measure", "planner", "policies", "runners", "schedules"]
+__all__ = ["exercises", "figures", "measure", "planner", "policies", "schedules"]

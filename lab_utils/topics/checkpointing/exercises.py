@@ -7,28 +7,55 @@
     exercises.check_policy(policy)                               # Exercise 4
 
 Each prints ○ (not attempted), ✓ (measured and right) or raises ✗ with a hint (see
-``lab_utils.checks.grader``). The references are computed here, on the grader's own model.
+``lab_utils.checks.grader``). The references are computed here, on the grader's own model, by
+private runners (the lab's cells write their own; nothing here is exported to run a chain).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from lab_utils.checks import grader
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.recompute import CallCounter, measure_recompute
 from lab_utils.topics.checkpointing.measure import AliveActivations
-from lab_utils.topics.checkpointing.policies import Policy
-from lab_utils.topics.checkpointing.runners import run_chain
-from lab_utils.topics.checkpointing.schedules import Segment, segments_every_k
+from lab_utils.topics.checkpointing.policies import Policy, counted
+from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
 __all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
 
 POLICY_TARGETS = dict(max_kept=0.60, max_extra_flops=0.15)  # Exercise 4, stated in the lab
+
+
+def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) -> torch.Tensor:
+    """The grader's reference: "store" segments run as usual, "full" ones under one checkpoint."""
+    check_segments(plan, len(model))
+    h = x
+    for s, e, mode in plan:
+        h = model[s:e](h) if mode == "store" else checkpoint(model[s:e], h, use_reentrant=False)
+    return h
+
+
+def _every_k(model: nn.Sequential, x: torch.Tensor, k: int) -> torch.Tensor:
+    """The grader's reference for Exercise 2."""
+    return _run_plan(model, x, [(s, min(s + k, len(model)), "full") for s in range(0, len(model), k)])
+
+
+def _selective(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> torch.Tensor:
+    """Every block in its own selective region (the meter sees the policy's cache); plain if no policy."""
+    if policy is None:
+        return model(x)
+    contexts = functools.partial(create_selective_checkpoint_contexts, counted(policy))
+    h = x
+    for blk in model:
+        h = checkpoint(blk, h, use_reentrant=False, context_fn=contexts)
+    return h
 
 
 def _loss(y: torch.Tensor) -> torch.Tensor:
@@ -62,7 +89,7 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
     torch.manual_seed(0)
     model, x = mlp(width=width, depth=n_blocks, seed=0), torch.randn(rows, width)
     with SavedTensorMeter(model, exclude=[x]) as meter:
-        run_chain(model, x, list(plan))
+        _run_plan(model, x, list(plan))
     assert predicted_bytes == meter.total_bytes, (
         f"you predicted {predicted_bytes} bytes; the meter measured a different number"
     )
@@ -80,10 +107,10 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
     ref = _grads(model, lambda: model(x))
     out = []
     for k in (2, 3):
-        segs = segments_every_k(n, k)
+        groups = -(-n // k)
         with CallCounter(model) as want_calls:
             with SavedTensorMeter(model, exclude=[x]) as want:
-                y = run_chain(model, x, segs)
+                y = _every_k(model, x, k)
             _loss(y).backward()
         got = _grads(model, lambda k=k: forward_every_k(model, x, k))
         _same_grads(got, ref, f"k={k}")
@@ -93,11 +120,11 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
             _loss(y).backward()
         kept = meter.total_bytes
         assert kept == want.total_bytes, (
-            f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {len(segs)} checkpointed groups of "
+            f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {groups} checkpointed groups of "
             f"{k} blocks keep {fmt_bytes(want.total_bytes)} (their inputs, the batch excluded)"
         )
         assert dict(calls.recomputed) == dict(want_calls.recomputed), (
-            f"k={k}: the modules re-run in backward are not those of {len(segs)} checkpointed groups "
+            f"k={k}: the modules re-run in backward are not those of {groups} checkpointed groups "
             f"({sum(calls.recomputed.values())} calls re-run, expected {sum(want_calls.recomputed.values())})"
         )
         out.append(f"k={k}: {fmt_bytes(kept)} kept")
@@ -142,11 +169,10 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
 
 def _policy_run(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> tuple[int, int, int, list]:
     """Bytes kept by the forward, total and forward FLOPs of the step, gradients."""
-    segs = "none" if policy is None else "selective"
     with SavedTensorMeter(model, exclude=[x]) as meter:
-        run_chain(model, x, segs, policy=policy)
-    rep = measure_recompute(model, lambda: _loss(run_chain(model, x, segs, policy=policy)))
-    grads = _grads(model, lambda: run_chain(model, x, segs, policy=policy))
+        _selective(model, x, policy)
+    rep = measure_recompute(model, lambda: _loss(_selective(model, x, policy)))
+    grads = _grads(model, lambda: _selective(model, x, policy))
     return meter.total_bytes, rep.total_flops, rep.forward_flops, grads
 
 

@@ -3,16 +3,17 @@ stays alive after a forward.
 
     from lab_utils.topics.checkpointing import measure
     act, inp, cost = measure.profile_blocks(model, x)          # the planner's inputs, measured
-    rows = measure.compare_strategies(model, x, {"none": "none", "sqrt(N)": "sqrt(N)"})
+    rows = measure.compare_strategies(model, x, {"none": forward_plain, "every block": forward_every_block})
     print(measure.results_table(rows))
     with measure.AliveActivations(model) as alive:            # however the graph keeps them
         y = my_checkpoint(model, x)
     alive.bytes(exclude=[x, y])                                # module outputs still in memory
 
-``compare_strategies`` counts ``kept`` over the chain's forward only (the loss's own saved
-tensors are not the chain's), excludes the batch ``x`` (it lives anyway) and measures the
-allocator's peak for the whole step where it can (CUDA, or the CPU profiler with
-``profile_cpu=True``).
+``compare_strategies`` takes the forward functions the lab writes, ``fn(blocks, x) -> y``, and
+measures them from outside: it never chooses what to checkpoint. It counts ``kept`` over the
+chain's forward only (the loss's own saved tensors are not the chain's), excludes the batch
+``x`` (it lives anyway) and measures the allocator's peak for the whole step where it can
+(CUDA, or the CPU profiler with ``profile_cpu=True``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, fmt_bytes, st
 from lab_utils.recompute import count_flops, in_backward, measure_recompute
 from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
-from lab_utils.topics.checkpointing.runners import run_chain
-from lab_utils.topics.checkpointing.schedules import segments_checkpoint_sequential, strategy_segments
 
 __all__ = ["profile_blocks", "compare_strategies", "results_table", "AliveActivations"]
+
+Forward = Callable[[nn.Sequential, torch.Tensor], torch.Tensor]
 
 
 def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
@@ -70,29 +71,50 @@ def _step_memory(model, fn, loss_fn, x, profile_cpu: bool) -> tuple[int, int | N
     return out["kept"], out["cuda"] if out["cuda"] is not None else cpu
 
 
+def _rebuilt_segments(model: nn.Sequential, run: Callable[[], object]) -> list[tuple[int, int]]:
+    """The runs of consecutive blocks that start again during backward while ``run`` trains a step:
+    backward rebuilds one checkpointed segment at a time, its blocks in order."""
+    order: list[int] = []
+    hooks = [
+        blk.register_forward_pre_hook(lambda m, a, i=i: order.append(i) if in_backward() else None)
+        for i, blk in enumerate(model)
+    ]
+    try:
+        run()
+    finally:
+        for h in hooks:
+            h.remove()
+    segs: list[list[int]] = []
+    for i in order:
+        if segs and i == segs[-1][1]:
+            segs[-1][1] = i + 1
+        else:
+            segs.append([i, i + 1])
+    return sorted((s, e) for s, e in segs)
+
+
 def compare_strategies(
     model: nn.Sequential,
     x: torch.Tensor,
-    strategies: dict,
+    strategies: dict[str, Forward],
     *,
     loss_fn: Callable[[torch.Tensor], torch.Tensor] = lambda y: y.pow(2).mean(),
-    k: int = 2,
     repeat: int = 3,
     warmup: int = 2,
     profile_cpu: bool = False,
     blocks: tuple[list[int], list[int], list[int]] | None = None,
     progress: bool = False,
 ) -> list[dict]:
-    """Run one training step of ``model`` on ``x`` per strategy and measure it.
+    """Run one training step of ``model`` on ``x`` per strategy and measure it from outside.
 
-    ``strategies``: name -> segments, a name in STRATEGIES, or (segments, policy). Each row holds:
-    kept (bytes the chain's forward saves for backward, batch excluded), peak_model (kept + the
-    largest checkpointed segment's profiled bytes: the planner's model), peak (allocator peak of
+    ``strategies``: name -> a forward function ``fn(model, x) -> y`` (the lab's cells). Each row
+    holds: kept (bytes the chain's forward saves for backward, batch excluded), segments (the runs
+    of blocks that ran again in backward, as ``(start, stop)``), peak_model (kept + the largest
+    rebuilt segment's profiled bytes: the planner's model), peak (allocator peak of
     the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
     forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
     calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``; nan when
     ``repeat=0``) and grad_diff (largest gradient difference from no checkpointing)."""
-    n = len(model)
     act = (blocks or profile_blocks(model, x))[0]
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -107,15 +129,14 @@ def compare_strategies(
     ref = grads_of(plain)
     base_total = measure_recompute(model, lambda: loss_fn(plain())).total_flops
     rows = []
-    for name, spec in progress_bar(strategies.items(), desc="strategies", total=len(strategies), disable=not progress):
-        segs, pol = spec if isinstance(spec, tuple) else (spec, None)
-        fn = lambda s=segs, p=pol: run_chain(model, x, s, policy=p, k=k)  # noqa: E731
-        if isinstance(segs, str):
-            sequential = segs == "checkpoint_sequential"
-            segs_model = segments_checkpoint_sequential(n, k) if sequential else strategy_segments(segs, n, k)
-        else:
-            segs_model = list(segs)
-        got = grads_of(fn)
+    for name, forward in progress_bar(
+        strategies.items(), desc="strategies", total=len(strategies), disable=not progress
+    ):
+        if not callable(forward):
+            raise TypeError(f"strategy {name!r}: give a forward function fn(model, x) -> y, got {forward!r}")
+        fn = lambda forward=forward: forward(model, x)  # noqa: E731
+        got: list[torch.Tensor] = []
+        segs = _rebuilt_segments(model, lambda fn=fn, got=got: got.extend(grads_of(fn)))
         diff = max(float((g - r).abs().max()) for g, r in zip(got, ref))
         # gradients stay allocated (zeroed, not freed), as from the second step of a training
         # loop on: the peak then measures activations and temporaries, not the gradients
@@ -128,11 +149,11 @@ def compare_strategies(
             loss_fn(fn()).backward()
 
         secs = time_fn(step, warmup=warmup, repeat=repeat).min if repeat > 0 else float("nan")
-        biggest = max((sum(act[s:e]) for s, e, m in segs_model if m != "store"), default=0)
+        biggest = max((sum(act[s:e]) for s, e in segs), default=0)
         rows.append(
             dict(
                 name=name,
-                segments=segs_model,
+                segments=segs,
                 kept=kept,
                 peak_model=kept + biggest,
                 peak=peak,

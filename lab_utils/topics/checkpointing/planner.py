@@ -62,8 +62,7 @@ def _check_chain(act: Sequence[float], inp: Sequence[float], cost: Sequence[floa
 
 
 def evaluate(segments: Sequence[Segment], act: Sequence[float], inp: Sequence[float], cost: Sequence[float]) -> Plan:
-    """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model.
-    ("selective" segments are treated as "full": the model does not know which ops they save.)"""
+    """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model."""
     n = _check_chain(act, inp, cost)
     check_segments(segments, n)
     kept = rec = biggest = 0.0

@@ -13,7 +13,7 @@ policies in the notebook; this module holds what measures them and two ready-mad
 - ``counted(policy)``: the same decisions, and every output it saves is reported to an active
   ``lab_utils.memory.SavedTensorMeter`` (the cache lives where no saved-tensor hook sees it);
 - ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``), recompute the
-  rest (the chain runners' default for "selective" segments);
+  rest (the lab's "selective" chain and the tests use it);
 - ``module_policy(model, names)``: save every op run inside the named modules (the lab's
   node-by-node explorer).
 """

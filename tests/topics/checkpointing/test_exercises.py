@@ -59,6 +59,15 @@ def test_every_k_rejects_reentrant_checkpoint():
     assert "gradients are missing" in failed(exercises.check_every_k, reentrant)
 
 
+def test_every_k_has_no_ready_made_answer_in_the_library():
+    # the grader's reference is private; no module of the topic exports a chain runner
+    from lab_utils.topics import checkpointing
+
+    public = {name for mod in checkpointing.__all__ for name in getattr(checkpointing, mod).__all__}
+    assert not public & {"run_chain", "segments_every_k", "strategy_segments", "STRATEGIES"}
+    assert "_every_k" not in exercises.__all__
+
+
 def test_every_k_stub():
     assert exercises.check_every_k(stub) == NOT_ATTEMPTED
     assert exercises.check_every_k(...) == NOT_ATTEMPTED
