@@ -11,6 +11,10 @@ environment, calls the function, and prints rank 0's return value as JSON.
         --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=lab \\
         -m lab_utils.run lab_utils.examples:allreduce_demo --kwargs '{"n": 4}'
 
+A function typed into a notebook cell has no module to import: save it by value first,
+``lab_utils.run.save_function(train, "train.pkl")``, then ``... -m lab_utils.run train.pkl``
+(copy the file to every machine).
+
 Options: ``--kwargs JSON`` (keyword arguments), ``--backend auto|gloo|nccl``, ``--out FILE``
 (rank 0 writes its JSON result there as well).
 """
@@ -27,18 +31,37 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import cloudpickle
 import torch
 import torch.distributed as dist
 
 from lab_utils.launch import resolve_backend
 
-__all__ = ["load_function", "main"]
+__all__ = ["load_function", "save_function", "main"]
+
+
+def save_function(fn: Callable[..., Any], path: str) -> str:
+    """Write ``fn`` by value (cloudpickle: its code and the notebook functions it calls) to
+    ``path``, so that ``torchrun -m lab_utils.run PATH`` can run a function typed into a cell."""
+    with open(path, "wb") as f:
+        cloudpickle.dump(fn, f)
+    return path
 
 
 def load_function(spec: str) -> Callable[..., Any]:
-    """Import ``package.module:function`` (the form torchrun users type)."""
+    """Import ``package.module:function`` (the form torchrun users type), or load a function
+    saved by ``save_function`` (a path ending in ``.pkl``)."""
+    if spec.endswith(".pkl"):
+        try:
+            with open(spec, "rb") as f:
+                fn = cloudpickle.load(f)
+        except OSError as e:
+            raise SystemExit(f"lab_utils.run: cannot read {spec!r} ({e}); copy it to every machine") from e
+        if not callable(fn):
+            raise SystemExit(f"lab_utils.run: {spec!r} holds a {type(fn).__name__}, not a function")
+        return fn
     if ":" not in spec:
-        raise SystemExit(f"lab_utils.run: {spec!r} should look like package.module:function")
+        raise SystemExit(f"lab_utils.run: {spec!r} should look like package.module:function or FILE.pkl")
     mod_name, fn_name = spec.split(":", 1)
     try:
         mod = importlib.import_module(mod_name)
@@ -52,7 +75,7 @@ def load_function(spec: str) -> Callable[..., Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lab_utils.run", description=__doc__.split("\n")[0])
-    ap.add_argument("function", help="package.module:function to run on every rank")
+    ap.add_argument("function", help="package.module:function, or FILE.pkl from save_function, to run on every rank")
     ap.add_argument("--kwargs", default="{}", help="JSON object of keyword arguments")
     ap.add_argument("--backend", default="auto", choices=("auto", "gloo", "nccl"))
     ap.add_argument("--timeout", type=float, default=300.0, help="collective timeout in seconds")

@@ -74,3 +74,17 @@ def test_bad_function_spec():
         env=e,
     )
     assert proc.returncode != 0 and "has no function 'nope'" in proc.stderr
+
+
+def test_a_cell_function_travels_by_value_to_torchrun(tmp_path):
+    from lab_utils.run import load_function, save_function
+
+    scale = 3.0
+
+    def typed_in_a_cell(x):  # a closure: no module could import it
+        return scale * x
+
+    path = save_function(typed_in_a_cell, str(tmp_path / "fn.pkl"))
+    assert load_function(path)(2.0) == 6.0
+    with pytest.raises(SystemExit, match="copy it to every machine"):
+        load_function(str(tmp_path / "missing.pkl"))
