@@ -10,10 +10,12 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from lab_utils import solutions
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
@@ -58,17 +60,31 @@ def test_shipped_lab_says_not_attempted(lab: Path):
         assert PASSED not in out and FAILED not in out, f"a shipped exercise shows a verdict: {out!r}"
 
 
+def _run_solved(lab: Path) -> list[str]:
+    """Run the lab's setup, exercise (solutions filled in) and check cells in a fresh kernel;
+    what each check cell printed."""
+    nb = solutions.grading_cells(solutions.solved_notebook(lab))
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(lab.parent)}}).execute()
+    return [_text(c) for c in nb.cells if "exercise-check" in _tags(c)]
+
+
+@pytest.fixture(scope="module")
+def solved(request) -> dict[Path, Future]:
+    """Every lab's solutions run at the smoke size, two kernels at a time: most of a kernel's
+    time is start-up and waiting for ranks, so two overlap well on two cores."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LAB_SIZE", "smoke")  # the kernels inherit it
+    pool = ThreadPoolExecutor(max_workers=2)
+    request.addfinalizer(mp.undo)
+    request.addfinalizer(pool.shutdown)
+    return {lab: pool.submit(_run_solved, lab) for lab in LABS}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
-def test_solutions_pass_their_checks(lab: Path, monkeypatch):
-    from nbclient import NotebookClient
-
-    nb = solutions.grading_cells(solutions.solved_notebook(lab))
-    n_checks = sum("exercise-check" in _tags(c) for c in nb.cells)
-    monkeypatch.setenv("LAB_SIZE", "smoke")  # the kernel inherits it
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(lab.parent)}}).execute()
-    printed = [_text(c) for c in nb.cells if "exercise-check" in _tags(c)]
+def test_solutions_pass_their_checks(lab: Path, solved):
+    printed = solved[lab].result()
     passed = [p for p in printed if PASSED in p]
-    assert len(passed) == n_checks, "checks that did not pass with the solutions:\n" + "\n".join(
+    assert printed and len(passed) == len(printed), "checks that did not pass with the solutions:\n" + "\n".join(
         p for p in printed if PASSED not in p
     )

@@ -157,7 +157,7 @@ def test_fill_drain_rejects_1f1b_order():
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_a_middle_stage_that_does_not_send(monkeypatch):
-    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 15.0)
+    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 5.0)
     with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*still waiting"):
         exercises.check_fill_drain(middle_keeps_it)
 
