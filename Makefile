@@ -44,11 +44,12 @@ lab: $(STAMP) $(OVERRIDES)
 	$(BIN)/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser --notebook-dir=labs \
 		$(if $(filter 0,$(shell id -u)),--allow-root,)
 
-# The whole suite: lab_utils unit tests, then every notebook under nbval at the smoke size.
+# The whole suite: lint, the lab_utils unit tests and every notebook under nbval at the smoke
+# size, on two workers (--dist loadfile keeps each file, so each notebook's cells, in one worker).
 # (The real-browser tests in tests/browser run from `make browser-test`, which CI also runs.)
 test: $(STAMP) lint
 	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -n 2 --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
