@@ -6,7 +6,7 @@
     lab_utils.simnet.LINKS["1GbE"]            # simulated links (simnet.py)
 
 Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
-``_worker`` is their side), ``run`` (torchrun entry point), ``comm`` (collectives counted),
+``errors`` what it raises, ``warm_start`` how ranks start fast, ``_worker`` their side), ``run`` (torchrun entry point), ``comm`` (collectives counted),
 ``simnet`` (link model), ``memory`` (saved activations, CUDA peaks), ``recompute`` (forward
 calls and FLOPs), ``timing``, ``models``, ``data``, ``env`` (size, device, rank, versions),
 ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs from one source),

@@ -48,6 +48,7 @@ import torch
 from lab_utils import warm_start
 from lab_utils._worker import result_path
 from lab_utils.env import DistInfo, dist_info  # re-exported: ranks ask launch where they are
+from lab_utils.errors import LaunchError, LaunchTimeout, RankDiedError, RankError  # re-exported
 
 __all__ = [
     "launch",
@@ -65,40 +66,6 @@ __all__ = [
 
 BACKENDS = ("auto", "gloo", "nccl")
 _RANK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_rank.py")
-
-
-class LaunchError(RuntimeError):
-    """Base class of every error ``launch`` raises after the workers have started."""
-
-
-class RankError(LaunchError):
-    """A rank raised an exception. ``rank`` and ``remote_traceback`` say where and why."""
-
-    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
-        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
-        super().__init__(
-            f"rank {rank} raised {exc_type}: {message}\n\n--- traceback from rank {rank} ---\n{remote_traceback}"
-        )
-
-
-class RankDiedError(LaunchError):
-    """A rank's process ended without returning (killed, crashed, or called ``os._exit``)."""
-
-    def __init__(self, rank: int, exitcode: int | None):
-        self.rank, self.exitcode = rank, exitcode
-        how = (
-            f"was killed by signal {signal.Signals(-exitcode).name}"
-            if exitcode and exitcode < 0
-            else f"exited with code {exitcode}"
-        )
-        super().__init__(
-            f"rank {rank} {how} before returning a result. If it ran out of memory, "
-            f"try a smaller model or fewer ranks; the other ranks were stopped."
-        )
-
-
-class LaunchTimeout(LaunchError):
-    """The ranks did not all finish within ``timeout`` seconds (a hang, or too much work)."""
 
 
 class RankResults(list):
