@@ -6,12 +6,13 @@
     lab_utils.simnet.LINKS["1GbE"]            # simulated links (simnet.py)
 
 Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
-``errors`` what it raises, ``warm_start`` how ranks start fast, ``_worker`` their side), ``run`` (torchrun entry point), ``comm`` (collectives counted),
-``simnet`` (link model), ``memory`` (saved activations, CUDA peaks), ``recompute`` (forward
-calls and FLOPs), ``timing``, ``models``, ``data``, ``env`` (size, device, rank, versions),
-``checks`` (claims and exercise graders), ``solutions`` (exercise stubs from one source),
-``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one package per lab holding
-its topic code, its figures and its exercise graders (``lab_utils.topics.ddp`` is lab 3's).
+``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),
+``run`` (torchrun entry point), ``comm`` (collectives counted), ``simnet`` (link model),
+``memory`` (saved activations, peaks), ``recompute`` (forward calls and FLOPs), ``timing``,
+``models``, ``data``, ``env`` (size, device, rank, versions), ``checks`` (claims and exercise
+graders), ``solutions`` (exercise stubs from one source), ``plots`` (generic figure helpers),
+``widgets``. Then ``topics/``: one package per lab holding its topic code, its figures and its
+exercise graders (``lab_utils.topics.ddp`` is lab 3's).
 """
 
 from lab_utils import checks, data, env, models, simnet, timing
