@@ -46,6 +46,7 @@ __all__ = [
     "drift",
     "solved_notebook",
     "grading_cells",
+    "solution",
 ]
 
 LABS = Path(__file__).resolve().parent.parent / "labs"
@@ -125,6 +126,19 @@ def read_solutions(path: Path) -> dict[str, Exercise]:
             raise ValueError(f"{path.name}: exercise {m['id']!r} appears twice")
         found[m["id"]] = Exercise(m["id"], body)
     return found
+
+
+def solution(lab: str, exercise: str, names: dict) -> dict:
+    """Run one exercise's solution cell (``lab``: the notebook's stem) in a namespace holding
+    ``names`` (what the lab's setup cells import) and return that namespace: tests feed the
+    graders the instructor's answer itself instead of a copy of it. Functions defined there are
+    sent to ranks by value, like a notebook cell's."""
+    sols = read_solutions(solutions_file(LABS / f"{lab}.ipynb"))
+    if exercise not in sols:
+        raise KeyError(f"{lab}: no exercise {exercise!r}; its exercises are {sorted(sols)}")
+    namespace = {"__name__": f"solution_{exercise.replace('-', '_')}", **names}
+    exec(compile(sols[exercise].solution, f"<{lab}:{exercise}>", "exec"), namespace)
+    return namespace
 
 
 def solutions_file(notebook: Path) -> Path:

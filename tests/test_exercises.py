@@ -88,3 +88,10 @@ def test_solutions_pass_their_checks(lab: Path, solved):
     assert printed and len(passed) == len(printed), "checks that did not pass with the solutions:\n" + "\n".join(
         p for p in printed if PASSED not in p
     )
+
+
+def test_a_solution_runs_on_its_own_for_the_graders_tests():
+    ns = solutions.solution("00_setup_check", "setup-mean", {})
+    assert callable(ns["mean_across_ranks"]) and ns["mean_across_ranks"].__module__ == "solution_setup_mean"
+    with pytest.raises(KeyError, match="no exercise 'nope'"):
+        solutions.solution("00_setup_check", "nope", {})

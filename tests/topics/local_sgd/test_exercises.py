@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from accelerate.local_sgd import LocalSGD
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+from lab_utils.solutions import solution
 from lab_utils.topics.local_sgd import exercises
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -94,45 +95,36 @@ def per_tensor_no_exit(model, opt, batches, H):  # Accelerate's averaging, and n
                 p.data /= dist.get_world_size()
 
 
-def forgets_the_division(model, opt, batches, H):
-    done = 0
-    for xb, yb in batches:
-        loss = F.cross_entropy(model(xb), yb)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        done += 1
-        if done % H == 0:
-            sum_over_ranks(model)
-    if done % H:
-        sum_over_ranks(model)
+# The instructor's answer itself (labs/solutions/05_local_sgd.py), not a copy of it.
+local_sgd_flat = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "dist": dist, "F": F})["local_sgd_flat"]
 
 
-def sum_over_ranks(model):
+def with_averaging(average):
+    """A local-SGD loop that calls ``average(model)`` every H steps and once at the end."""
+
+    def train(model, opt, batches, H):
+        done = 0
+        for xb, yb in batches:
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+            if done % H == 0:
+                average(model)
+        if done % H:
+            average(model)
+
+    return train
+
+
+def sum_over_ranks(model):  # the bug: an all-reduce SUMS, nobody divides by the world size
     buf = torch.cat([p.data.flatten() for p in model.parameters()])
     dist.all_reduce(buf)
     torch.nn.utils.vector_to_parameters(buf, model.parameters())
 
 
-def local_sgd_flat(model, opt, batches, H):  # the solution
-    done = 0
-    for xb, yb in batches:
-        loss = F.cross_entropy(model(xb), yb)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        done += 1
-        if done % H == 0:
-            average_flat(model)
-    if done % H:
-        average_flat(model)
-
-
-def average_flat(model):
-    buf = torch.cat([p.data.flatten() for p in model.parameters()])
-    dist.all_reduce(buf)
-    buf /= dist.get_world_size()
-    torch.nn.utils.vector_to_parameters(buf, model.parameters())
+forgets_the_division = with_averaging(sum_over_ranks)
 
 
 def test_local_sgd_passes_the_solution(capsys):
@@ -175,17 +167,7 @@ def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_s
                 local_sgd.step()  # the guide's line: counts micro-batches
 
 
-def fixed_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
-        for inputs, targets in dataloader:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), targets)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                if accelerator.sync_gradients:
-                    local_sgd.step()
+fixed_loop = solution("05_local_sgd", "lsgd-update-loop", {"F": F, "LocalSGD": LocalSGD})["update_loop"]
 
 
 def test_update_loop_passes_the_fix():
