@@ -8,14 +8,15 @@
 Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
 ``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),
 ``run`` (torchrun entry point), ``comm`` (collectives counted), ``simnet`` (link model),
-``memory`` (saved activations, peaks), ``recompute`` (forward calls and FLOPs), ``timing``,
-``models``, ``data``, ``env`` (size, device, rank, versions), ``checks`` (claims and exercise
-graders), ``solutions`` (exercise stubs from one source), ``plots`` (generic figure helpers),
-``widgets``. Then ``topics/``: one package per lab holding its topic code, its figures and its
-exercise graders (``lab_utils.topics.ddp`` is lab 3's).
+``overlap`` (communication hidden behind the backward), ``memory`` (saved activations, peaks),
+``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data``, ``env`` (size,
+device, rank, versions), ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs
+from one source), ``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one
+package per lab holding its topic code, its figures and its exercise graders
+(``lab_utils.topics.ddp`` is lab 3's).
 """
 
-from lab_utils import checks, data, env, models, simnet, timing
+from lab_utils import checks, data, env, models, overlap, simnet, timing
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import device, lab_size, pick, versions
 from lab_utils.launch import (
@@ -50,6 +51,7 @@ __all__ = [
     "data",
     "env",
     "models",
+    "overlap",
     "simnet",
     "timing",
 ]

@@ -10,12 +10,14 @@ The cost model is the textbook alpha-beta model of a ring all-reduce (Patarasuk 
 Thakur et al. 2005): with p ranks, n bytes, latency alpha and bandwidth beta (bytes/s),
 
     ring all-reduce  = 2 (p - 1) alpha + 2 (p - 1) / p * n / beta
-    tree all-reduce  = 2 log2(p) alpha + 2 log2(p) * n / beta
+    tree all-reduce  = 2 log2(p) (alpha + n / beta)   # binomial-tree reduce, then broadcast,
+                                                      # whole message per hop (not pipelined)
     broadcast (tree) = log2(p) (alpha + n / beta)
 
 A ring moves each byte about twice whatever p is, so bandwidth dominates big messages and
 latency dominates many small ones: exactly the trade-off between bucketing, ``no_sync`` and
-local SGD that the labs measure.
+local SGD that the labs measure. These functions cost collectives one after another; for
+collectives that run while the backward is still computing, see ``lab_utils.overlap``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,172 @@
+"""Communication that overlaps the backward: when a step really ends on a simulated link.
+
+DDP does not wait for the whole backward before it talks. A bucket's all-reduce starts as soon
+as every gradient in it is ready, while autograd goes on computing the earlier layers; the step
+ends when both the backward and the last transfer have ended. So on a fast link most of the
+communication hides behind compute and skipping it (``no_sync``) saves little; on a slow link the
+transfers queue up behind each other and the saving approaches one full round per micro-step.
+
+    from lab_utils.overlap import Bucket, MicroStep, backward_with_comm, naive_update, no_sync_update
+    from lab_utils.simnet import LINKS
+    micro = MicroStep(forward_s=0.010, backward_s=0.020,
+                      buckets=[Bucket(ready_s=0.008, nbytes=25e6), Bucket(ready_s=0.020, nbytes=20e6)])
+    backward_with_comm(micro.buckets, micro.backward_s, LINKS["10GbE"], world_size=8).exposed_s
+    naive_update(micro, 4, LINKS["10GbE"], world_size=8, optimizer_s=0.002)     # seconds per update
+    no_sync_update(micro, 4, LINKS["10GbE"], world_size=8, optimizer_s=0.002)
+
+The model (one link per rank, transfers one at a time in the order their buckets became ready):
+
+    start_i = max(ready_i, end_{i-1})            end_i = start_i + cost(op_i, n_i, p, link)
+    step    = max(backward_s, end_last)          # then the optimizer, which needs every gradient
+
+``cost`` is :func:`lab_utils.simnet.collective_seconds` (alpha-beta; a ring all-reduce costs
+``2 (p-1) alpha + 2 (p-1)/p n / beta``, so more ranks cost more latency). Ready times come from
+the real ranks (a comm hook stamps them, see lab 3) or, for a job you only describe, from
+:func:`evenly_ready` (gradients appear in proportion to bytes as the backward runs). Everything
+here is a model: figures built on it say *simulated*, and lab 3 validates it against an emulated
+link on real ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lab_utils.simnet import Link, collective_seconds
+
+__all__ = [
+    "Bucket",
+    "MicroStep",
+    "Transfer",
+    "OverlapStep",
+    "backward_with_comm",
+    "backward_then_comm",
+    "naive_update",
+    "no_sync_update",
+    "serial_seconds",
+    "evenly_ready",
+]
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One collective that can start ``ready_s`` seconds after the backward began."""
+
+    ready_s: float
+    nbytes: float
+    op: str = "all_reduce"
+
+    def __post_init__(self) -> None:
+        if not (self.ready_s >= 0 and math.isfinite(self.ready_s)):
+            raise ValueError(f"Bucket.ready_s={self.ready_s}: must be >= 0 seconds after the backward began")
+        if not self.nbytes >= 0:
+            raise ValueError(f"Bucket.nbytes={self.nbytes}: must be >= 0")
+
+
+@dataclass(frozen=True)
+class MicroStep:
+    """One micro-step's measured compute and the buckets its backward produces."""
+
+    forward_s: float
+    backward_s: float
+    buckets: Sequence[Bucket] = ()
+
+    def __post_init__(self) -> None:
+        if self.forward_s < 0 or self.backward_s < 0:
+            raise ValueError(f"MicroStep: forward_s={self.forward_s}, backward_s={self.backward_s} must be >= 0")
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """When one bucket's collective ran on the link (seconds from the backward's start)."""
+
+    bucket: Bucket
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class OverlapStep:
+    """A backward and its communication: ``end_s`` is when the optimizer may start."""
+
+    backward_s: float
+    transfers: list[Transfer] = field(default_factory=list)
+
+    @property
+    def end_s(self) -> float:
+        return max([self.backward_s] + [t.end_s for t in self.transfers])
+
+    @property
+    def comm_s(self) -> float:
+        """Seconds the link was busy."""
+        return sum(t.end_s - t.start_s for t in self.transfers)
+
+    @property
+    def exposed_s(self) -> float:
+        """Communication the backward did not hide: what the step waits beyond its compute."""
+        return self.end_s - self.backward_s
+
+    @property
+    def hidden_s(self) -> float:
+        """Communication that ran while the backward was still computing."""
+        return self.comm_s - self.exposed_s
+
+
+def _check(world_size: int, k: int = 1) -> None:
+    if not (isinstance(world_size, int) and world_size >= 1):
+        raise ValueError(f"world_size={world_size!r}: must be an int >= 1 (the number of ranks)")
+    if not (isinstance(k, int) and k >= 1):
+        raise ValueError(f"k={k!r}: must be an int >= 1 (micro-steps per update)")
+
+
+def backward_with_comm(buckets: Sequence[Bucket], backward_s: float, link: Link, world_size: int) -> OverlapStep:
+    """The backward with each bucket's collective queued on ``link`` as soon as it is ready."""
+    _check(world_size)
+    if any(b.ready_s > backward_s * (1 + 1e-9) + 1e-12 for b in buckets):
+        raise ValueError(f"a bucket is ready after the backward ended ({backward_s} s): ready_s must be <= backward_s")
+    free, transfers = 0.0, []
+    for b in sorted(buckets, key=lambda b: b.ready_s):
+        start = max(b.ready_s, free)
+        free = start + collective_seconds(b.op, b.nbytes, world_size, link)
+        transfers.append(Transfer(b, start, free))
+    return OverlapStep(backward_s, transfers)
+
+
+def backward_then_comm(buckets: Sequence[Bucket], backward_s: float, link: Link, world_size: int) -> OverlapStep:
+    """The old sum, for comparison: every collective waits for the whole backward (no overlap)."""
+    return backward_with_comm([Bucket(backward_s, b.nbytes, b.op) for b in buckets], backward_s, link, world_size)
+
+
+def naive_update(micro: MicroStep, k: int, link: Link, world_size: int, *, optimizer_s: float = 0.0) -> float:
+    """Seconds per update when every one of ``k`` micro-steps all-reduces (overlapped)."""
+    _check(world_size, k)
+    one = micro.forward_s + backward_with_comm(micro.buckets, micro.backward_s, link, world_size).end_s
+    return k * one + optimizer_s
+
+
+def no_sync_update(micro: MicroStep, k: int, link: Link, world_size: int, *, optimizer_s: float = 0.0) -> float:
+    """Seconds per update when ``k - 1`` micro-steps run under ``no_sync`` and the last one all-reduces."""
+    _check(world_size, k)
+    last = micro.forward_s + backward_with_comm(micro.buckets, micro.backward_s, link, world_size).end_s
+    return (k - 1) * (micro.forward_s + micro.backward_s) + last + optimizer_s
+
+
+def serial_seconds(ops: Sequence[tuple[str, float]], link: Link, world_size: int) -> float:
+    """Collectives with nothing to hide behind (``(op, nbytes)`` pairs one after another), such as
+    local SGD's parameter averaging after the optimizer step: the overlap model with no compute."""
+    _check(world_size)
+    return sum(collective_seconds(op, n, world_size, link) for op, n in ops)
+
+
+def evenly_ready(bucket_bytes: Sequence[float], backward_s: float, op: str = "all_reduce") -> list[Bucket]:
+    """Buckets in the order the backward fills them, each ready when the backward has produced
+    its share of all gradient bytes: a stand-in for measured ready times."""
+    total = float(sum(bucket_bytes))
+    if total <= 0:
+        raise ValueError(f"bucket_bytes={list(bucket_bytes)!r}: need at least one non-empty bucket")
+    done, out = 0.0, []
+    for n in bucket_bytes:
+        done += n
+        out.append(Bucket(backward_s * done / total, n, op))
+    return out
