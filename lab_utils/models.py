@@ -5,6 +5,7 @@ mlp = models.mlp(width=256, depth=8, seed=0)            # nn.Sequential of Linea
 chain = models.transformer_chain(n_blocks=6, d_model=64)  # nn.Sequential of pre-LN blocks
 lm = models.tiny_gpt2(n_layer=2, n_embd=64)              # transformers GPT2LMHeadModel
 clf = models.tiny_classifier(num_labels=2)              # transformers GPT2ForSequenceClassification
+bert = models.bert_classifier(n_layer=2, hidden=64)      # transformers BertForSequenceClassification
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "transformer_chain",
     "tiny_gpt2",
     "tiny_classifier",
+    "bert_classifier",
     "count_parameters",
 ]
 
@@ -164,6 +166,38 @@ def tiny_classifier(
         vocab_size, n_positions, n_embd, n_layer, n_head, num_labels=num_labels, pad_token_id=pad_token_id
     )
     return GPT2ForSequenceClassification(cfg)
+
+
+def bert_classifier(
+    n_layer: int = 2,
+    hidden: int = 64,
+    n_head: int = 4,
+    *,
+    vocab_size: int = 128,
+    n_positions: int = 128,
+    dropout: float = 0.1,
+    attention: str = "eager",
+    seed: int = 0,
+):
+    """A BERT sequence classifier (2 labels) built from a config: random weights, no download.
+    ``n_layer=24, hidden=1024, n_head=16, vocab_size=30522, n_positions=512`` is bert-large's shape.
+    ``attention="eager"`` keeps the score tensors as the 2022 implementation did."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    cfg = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=n_layer,
+        num_attention_heads=n_head,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=n_positions,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        num_labels=2,
+    )
+    cfg._attn_implementation = attention
+    torch.manual_seed(seed)
+    return BertForSequenceClassification(cfg)
 
 
 def count_parameters(model: nn.Module) -> int:

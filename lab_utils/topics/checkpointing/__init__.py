@@ -15,6 +15,9 @@ Modules, one concept each:
   what a policy caches;
 - ``measure``: ``profile_blocks``, ``compare_strategies`` (measures forward functions it is
   given), ``results_table``, ``AliveActivations``;
+- ``anatomy``: the memory calculator: weights, gradients, optimizer state, activations and
+  temporaries of a step, predicted from a GPT-2 or BERT config; the published 2022 table;
+- ``step_memory``: the same parts measured on a real step (``measure_anatomy``);
 - ``figures``: the computation graph, the memory/recompute trade-off, the plan strip;
 - ``exercises``: the graders of the lab's exercises.
 
@@ -22,6 +25,15 @@ The checkpointed block, the chain's forward functions (one per strategy) and the
 teaches are notebook cells, not code here.
 """
 
-from lab_utils.topics.checkpointing import exercises, figures, measure, planner, policies, schedules
+from lab_utils.topics.checkpointing import (
+    anatomy,
+    exercises,
+    figures,
+    measure,
+    planner,
+    policies,
+    schedules,
+    step_memory,
+)
 
-__all__ = ["exercises", "figures", "measure", "planner", "policies", "schedules"]
+__all__ = ["anatomy", "exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory"]

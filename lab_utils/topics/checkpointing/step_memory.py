@@ -1,0 +1,86 @@
+"""The memory of one training step, measured part by part (what ``anatomy.predict`` predicts).
+
+    from lab_utils.topics.checkpointing.step_memory import measure_anatomy
+    opt = torch.optim.AdamW(model.parameters())
+    got = measure_anatomy(model, batch, opt, accumulation=4)   # an anatomy.Anatomy, measured
+    got.parts(), got.peak
+
+What each part is, exactly:
+
+- ``weights``, ``gradients``, ``optimizer``: bytes of the parameter tensors, of their ``.grad``
+  tensors and of every tensor in ``optimizer.state`` (after a first step has created them);
+- ``activations``: bytes autograd keeps for backward during one micro-batch's forward
+  (``SavedTensorMeter``: unique storages, parameters and the batch's own tensors excluded);
+- ``temporaries``: the allocator's peak over the whole step (every micro-batch's forward and
+  backward, then ``optimizer.step()``), above the level at its start (weights, gradients and
+  optimizer state already allocated), minus ``activations``. The peak is CUDA's
+  ``max_memory_allocated`` on a GPU and the CPU profiler's allocation events on a CPU
+  (``lab_utils.memory.cpu_peak``).
+
+Checkpointing is whatever the model does (``model.activation_checkpointing_enable()``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
+from lab_utils.topics.checkpointing.anatomy import Anatomy
+
+__all__ = ["measure_anatomy", "tensor_bytes"]
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes of the given tensors (None skipped), each storage counted once."""
+    seen: dict = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def _micro_batches(batch: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:
+    n = len(next(iter(batch.values())))
+    if k < 1 or n % k:
+        raise ValueError(f"measure_anatomy(accumulation={k}): must be >= 1 and divide the batch of {n} sequences")
+    m = n // k
+    return [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+
+
+def measure_anatomy(
+    model: nn.Module, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, *, accumulation: int = 1
+) -> Anatomy:
+    """Measure one step of ``model(**micro_batch).loss`` over ``accumulation`` micro-batches of
+    ``batch``, then ``optimizer.step()``; a first step (not measured) allocates gradients and the
+    optimizer's state, as in any training loop after its first step."""
+    micro = _micro_batches(batch, accumulation)
+
+    def step() -> None:
+        for mb in micro:
+            (model(**mb).loss / accumulation).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    model.train()
+    step()
+    params = [p for p in model.parameters() if p.requires_grad]
+    exclude = [v for mb in micro for v in mb.values()] + list(batch.values())
+    with SavedTensorMeter(model, exclude=exclude) as meter:
+        loss = model(**micro[0]).loss
+    del loss
+    cuda = next(iter(params)).is_cuda
+    if cuda:
+        with CudaPeak() as peak:
+            step()
+        top = peak.bytes
+    else:
+        top = cpu_peak(step)
+    states = [v for st in optimizer.state.values() for v in st.values()]
+    return Anatomy(
+        weights=tensor_bytes(params),
+        gradients=tensor_bytes(p.grad for p in params),
+        optimizer=tensor_bytes(states),
+        activations=meter.total_bytes,
+        temporaries=top - meter.total_bytes,
+    )
