@@ -21,6 +21,17 @@ Bytes of an event, per rank: an all-reduce or broadcast counts its tensor; an al
 the gathered (full) output; a reduce-scatter counts this rank's output chunk (``1/world`` of its
 input), as ``simnet`` expects. A collective that calls another one (``all_gather_into_tensor``
 calls ``all_gather_single``) is counted once, under the name it was called by.
+
+Every event also holds ``group_size``, the ranks of the group it ran on (a subgroup's
+collectives are smaller than the world's), and ``CommCounter(barriers=True)`` counts
+``barrier()`` calls too (as op ``"barrier"``, 0 bytes): what Accelerate's ``wait_for_everyone``
+makes before each ``LocalSGD`` averaging. ``in_backward`` tells a collective issued during a
+backward (a DDP comm hook, ours or PyTorch's) from one after it, for the overlap model.
+
+    counter = CommCounter(barriers=True)
+    with counter.track():
+        dist.barrier(); dist.all_reduce(t, group=subgroup)
+    [(e.op, e.group_size) for e in counter.events]     # [('barrier', 4), ('all_reduce', 2)]
 """
 
 from __future__ import annotations
@@ -66,6 +77,18 @@ class CommEvent:
     numel: int = 0
     dtype: str = ""
     rank: int = 0
+    group_size: int = 0  # ranks in the group the collective ran on (0: not known, no process group)
+    in_backward: bool = False  # called while autograd ran a backward (a DDP comm hook): it can overlap it
+
+
+def _group_size(args: tuple, kwargs: dict) -> int:
+    """Ranks in the process group a collective was called with (the default group if none)."""
+    if not dist.is_initialized():
+        return 0
+    group = kwargs.get("group")
+    if group is None:
+        group = next((a for a in args if isinstance(a, dist.ProcessGroup)), None)
+    return dist.get_world_size(group)
 
 
 def _payload(args: tuple, kwargs: dict) -> tuple[int, int, str]:
@@ -92,6 +115,7 @@ class CommCounter:
 
     events: list[CommEvent] = field(default_factory=list)
     step: int = 0
+    barriers: bool = False  # also count dist.barrier() (0 bytes), off by default
     _tracking: int = 0
     _paused: bool = False
     _inside: int = 0  # depth of counted calls in progress: nested ones are not counted again
@@ -107,9 +131,12 @@ class CommCounter:
         ddp_model.register_comm_hook(self, _counting_allreduce_hook)
         return self
 
-    def _record(self, op: str, nbytes: int, numel: int, dtype: str, source: str) -> None:
+    def _record(self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int | None = None) -> None:
         rank = dist.get_rank() if dist.is_initialized() else 0
-        self.events.append(CommEvent(op, nbytes, self.step, source, numel, dtype, rank))
+        if group_size is None:
+            group_size = dist.get_world_size() if dist.is_initialized() else 0
+        in_backward = torch._C._current_graph_task_id() >= 0
+        self.events.append(CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward))
 
     # -- direct torch.distributed calls ---------------------------------------------------
     @contextlib.contextmanager
@@ -126,7 +153,7 @@ class CommCounter:
         """Count every tensor collective called through ``torch.distributed`` in this block."""
         originals: dict[tuple[Any, str], Any] = {}
         modules = [dist, dist.distributed_c10d]
-        for op in TRACKED_OPS:
+        for op in TRACKED_OPS + (("barrier",) if self.barriers else ()):
             for mod in modules:
                 fn = getattr(mod, op, None)
                 if fn is None or getattr(fn, "_lab_utils_counted", False):
@@ -145,8 +172,8 @@ class CommCounter:
         @functools.wraps(fn)
         def counted(*args, **kwargs):
             if not self._paused and not self._inside:
-                nbytes, numel, dtype = _payload(args, kwargs)
-                self._record(op, nbytes, numel, dtype, "torch.distributed")
+                nbytes, numel, dtype = (0, 0, "") if op == "barrier" else _payload(args, kwargs)
+                self._record(op, nbytes, numel, dtype, "torch.distributed", _group_size(args, kwargs))
             self._inside += 1
             try:
                 return fn(*args, **kwargs)

@@ -35,8 +35,9 @@ def ddp_counts(k: int, use_no_sync: bool):
         dist.broadcast(torch.zeros(10, dtype=torch.float64), src=0)
     summary = counter.summary()
     everyone = counter.gather()
+    in_backward = {e.source: e.in_backward for e in counter.events}
     del ddp, model
-    return summary, [len(e) for e in everyone]
+    return summary, [len(e) for e in everyone], in_backward
 
 
 def test_no_sync_cuts_bucket_all_reduces_k_fold():
@@ -53,6 +54,8 @@ def test_no_sync_cuts_bucket_all_reduces_k_fold():
     assert s_sync["by_op"] == {"all_reduce": 2 + 4, "broadcast": 1}
     # gather() returns both ranks' events and is not counted itself.
     assert sync[0][1] == sync[1][1] == [s_sync["collectives"]] * 2
+    # the bucket all-reduces ran inside backward(), the direct ones after it
+    assert sync[0][2] == {"ddp-hook": True, "torch.distributed": False}
 
 
 def test_track_restores_torch_distributed():
@@ -116,3 +119,21 @@ def test_fsdp2_all_gathers_and_reduce_scatters_are_counted():
         [("all_gather_single", 80), ("all_gather_single", 40)] * 2
         + [("reduce_scatter_single", 40), ("reduce_scatter_single", 20)]
     )
+
+
+def group_sizes_and_barriers():
+    solo = [dist.new_group([r]) for r in range(dist.get_world_size())][dist.get_rank()]  # a 1-rank subgroup
+    t = torch.ones(3)
+    quiet, loud = CommCounter(), CommCounter(barriers=True)
+    for counter in (quiet, loud):
+        with counter.track():
+            dist.barrier()
+            dist.all_reduce(t, group=solo)
+            dist.all_reduce(t)
+    return [[(e.op, e.nbytes, e.group_size) for e in c.events] for c in (quiet, loud)]
+
+
+def test_group_size_recorded_and_barriers_only_when_asked():
+    quiet, loud = launch(group_sizes_and_barriers, 2)[1]
+    assert quiet == [("all_reduce", 12, 1), ("all_reduce", 12, 2)]
+    assert loud == [("barrier", 0, 2), ("all_reduce", 12, 1), ("all_reduce", 12, 2)]
