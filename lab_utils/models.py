@@ -194,6 +194,7 @@ def bert_classifier(
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
         num_labels=2,
+        use_cache=False,  # training only (checkpointing would turn it off, with a note)
     )
     cfg._attn_implementation = attention
     torch.manual_seed(seed)

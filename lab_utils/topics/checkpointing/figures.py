@@ -4,6 +4,7 @@ from lab_utils.topics.checkpointing import figures
 fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
 fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
 fig = figures.strip(plan.segments, n_blocks)      # which blocks a plan checkpoints
+fig = figures.anatomy_bars({"measured": {"weights": 3.2, ...}, "predicted": {...}})
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, style
 
-__all__ = ["STATUS_COLORS", "graph", "tradeoff", "strip"]
+__all__ = ["STATUS_COLORS", "ANATOMY_COLORS", "graph", "tradeoff", "strip", "anatomy_bars"]
 
 # what happened to a node's value between forward and backward
 STATUS_COLORS = {
@@ -190,3 +191,34 @@ def strip(plan: Sequence[tuple[int, int, str]], n_blocks: int, *, title: str = "
     fig = make_subplots(rows=1, cols=1)
     _add_strip(fig, plan, n_blocks, row=1)
     return style(fig, title=title, height=200)
+
+
+ANATOMY_COLORS = {
+    "weights": "#1f77b4",
+    "gradients": "#aec7e8",
+    "optimizer": "#9467bd",
+    "activations": "#2ca02c",
+    "temporaries": "#ff7f0e",
+    "CUDA context (assumed)": "#7f7f7f",
+    "not predicted": "#dddddd",
+}
+
+
+def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB", title: str = "") -> go.Figure:
+    """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
+    stacking the parts of a step's memory (keys of ``ANATOMY_COLORS``; missing parts are 0)."""
+    fig = go.Figure()
+    names = list(columns)
+    parts = [p for p in ANATOMY_COLORS if any(p in c for c in columns.values())]
+    for part in parts:
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[columns[n].get(part, 0) for n in names],
+                name=part,
+                marker_color=ANATOMY_COLORS[part],
+                hovertemplate=f"{part}: %{{y:.1f}} {unit}<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    return style(fig, title=title, yaxis=unit, height=440)
