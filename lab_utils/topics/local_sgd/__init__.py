@@ -11,13 +11,14 @@ post-local SGD, DiLoCo, Accelerate's LocalSGD loop) are written in the lab's cel
 Modules:
     task             the model, the data, one shard of batches per rank, optimizers
     record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
-    accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted
-    cost             measured compute + simulated communication = time on another network
+    accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted (barriers too)
+    cost             measured compute + simulated communication (the overlap model) = time on another network
+    study            run_seeds(method, ...): several seeds trained as one; verdicts as strong as their spread
     figures          the lab's plotly figures
     exercises        the graders of the lab's exercises
 """
 
-from lab_utils.topics.local_sgd import cost, exercises, figures, record, task
+from lab_utils.topics.local_sgd import cost, exercises, figures, record, study, task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
 from lab_utils.topics.local_sgd.record import gather, run
@@ -27,6 +28,7 @@ __all__ = [
     "exercises",
     "figures",
     "record",
+    "study",
     "task",
     "run",
     "gather",

@@ -1,20 +1,38 @@
-"""Time of a run on a network we do not have: measured compute plus simulated communication.
+"""Time of a run on a network we do not have: measured compute, simulated communication, with the
+overlap model of :mod:`lab_utils.overlap` (the one every simulated time in the labs uses).
 
-    step_s = cost.compute_per_step(runs)                           # measured here
-    t = cost.simulated_seconds(runs["H=8"], LINKS["1GbE"], 2, step_s)   # cumulative, per step
-    t[-1]                                                          # the whole run
+    step_s = cost.compute_per_step(runs)                                 # measured here
+    t = cost.simulated_seconds(runs["H=8"], LINKS["1GbE"], 2, step_s)    # cumulative, per step
+    t[-1]                                                                # the whole run
 
-The communication is the collectives the run really made (counted, with their sizes), each
-costed by ``lab_utils.simnet`` on the link: a model, so every figure using it says *simulated*.
+Where each counted collective sits decides what it costs:
+
+- DDP's gradient all-reduces (source ``ddp-hook``, or any collective counted ``in_backward``,
+  such as those of PyTorch's ``post_localSGD_hook``) run *during* the backward: each bucket is
+  queued on the link as soon as the backward has produced its share of the gradient bytes
+  (:func:`~lab_utils.overlap.evenly_ready`), so part of it hides behind compute
+  (:func:`~lab_utils.overlap.backward_with_comm`). The backward is taken as ``backward_share``
+  of the measured step (2/3: a backward costs about two forwards).
+- Everything else (local SGD's parameter averaging after ``opt.step()``, Accelerate's barrier
+  before it) has no compute left to hide behind: :func:`~lab_utils.overlap.serial_seconds`.
+  A ``barrier`` is costed as an all-reduce of 0 bytes (latency only; NCCL implements it so).
+
+Each collective is costed on the group it ran on (``group_size`` when the counter recorded it);
+``link`` may map group sizes to links, e.g. ``{2: LINKS["NVLink"], 4: LINKS["10GbE"]}`` for two
+nodes of two GPUs: subgroup collectives stay inside a node, the world's cross the slow link.
+A model: every figure using it says *simulated*.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lab_utils.simnet import Link, simulate
+from lab_utils.overlap import backward_with_comm, evenly_ready, serial_seconds
+from lab_utils.simnet import Link
 
-__all__ = ["compute_per_step", "simulated_seconds"]
+Links = Link | Mapping[int, Link]  # one link, or one per group size
+
+__all__ = ["compute_per_step", "step_time", "simulated_seconds"]
 
 
 def compute_per_step(runs: Mapping[str, dict]) -> float:
@@ -27,15 +45,55 @@ def compute_per_step(runs: Mapping[str, dict]) -> float:
     return times[len(times) // 2]
 
 
-def simulated_seconds(run: dict, link: Link, world_size: int, step_seconds: float) -> list[float]:
-    """Cumulative seconds after each step: ``step_seconds`` of compute plus the simulated time of
-    the collectives counted in that step on ``link``; anything counted after the last step (an
-    averaging at exit) is added to the end."""
-    comm = simulate(run["events"], link, world_size)
+def _link(link: Links, group_size: int) -> Link:
+    if isinstance(link, Link):
+        return link
+    if group_size not in link:
+        raise ValueError(f"no link for collectives on groups of {group_size} ranks: link has {sorted(link)}")
+    return link[group_size]
+
+
+def _ops(events: list[dict], world_size: int) -> dict[int, list[tuple[str, float]]]:
+    """Events grouped by group size, as (op, bytes) pairs; barriers as 0-byte all-reduces."""
+    out: dict[int, list[tuple[str, float]]] = {}
+    for e in events:
+        op = "all_reduce" if e["op"] == "barrier" else e["op"]
+        out.setdefault(e.get("group_size") or world_size, []).append((op, e["nbytes"]))
+    return out
+
+
+def step_time(
+    events: list[dict], link: Links, world_size: int, compute_s: float, *, backward_share: float = 2 / 3
+) -> float:
+    """One step's simulated seconds: ``compute_s`` of measured compute, DDP's bucket all-reduces
+    overlapped with its backward, every other collective after it, one after another."""
+    if not 0 < backward_share <= 1:
+        raise ValueError(f"backward_share={backward_share}: the backward's share of a step, in (0, 1]")
+    during = [e.get("source") == "ddp-hook" or e.get("in_backward", False) for e in events]
+    hooked = [e for e, d in zip(events, during) if d]
+    after = [e for e, d in zip(events, during) if not d]
+    backward = backward_share * compute_s
+    end = backward
+    for p, ops in _ops(hooked, world_size).items():
+        buckets = evenly_ready([n for _, n in ops], backward)
+        end = max(end, backward_with_comm(buckets, backward, _link(link, p), p).end_s)
+    t = compute_s - backward + end
+    return t + sum(serial_seconds(ops, _link(link, p), p) for p, ops in _ops(after, world_size).items())
+
+
+def simulated_seconds(
+    run: dict, link: Links, world_size: int, step_seconds: float, *, backward_share: float = 2 / 3
+) -> list[float]:
+    """Cumulative seconds after each step (see :func:`step_time`); collectives counted after
+    the last step (an averaging at exit) are added to the end."""
+    by_step: dict[int, list[dict]] = {}
+    for e in run["events"]:
+        by_step.setdefault(e["step"], []).append(e)
     out, t = [], 0.0
     for s in range(run["steps"]):
-        t += step_seconds + (comm[s] if s < len(comm) else 0.0)
+        t += step_time(by_step.get(s, []), link, world_size, step_seconds, backward_share=backward_share)
         out.append(t)
     if out:
-        out[-1] += sum(comm[run["steps"] :])
+        late = [e for s, evs in by_step.items() if s >= run["steps"] for e in evs]
+        out[-1] += step_time(late, link, world_size, 0.0, backward_share=1.0) if late else 0.0
     return out

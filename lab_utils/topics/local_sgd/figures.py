@@ -6,8 +6,10 @@
     figures.wallclock(runs, LINKS["1GbE"], 2, step_s)  # loss against (partly simulated) time
     figures.totals(runs, LINKS, 2, step_s)             # time of the whole run against H
     figures.schedule(results)                          # Accelerate: micro-batches, updates, averagings
+    figures.seeds_band(study, ["local H=8", "accum K=8"], per_round=8)   # loss against rounds, seeds' spread
+    figures.outer_sweep(study, "DiLoCo")               # final loss per (outer lr, momentum), min-max bars
 
-Inputs are the plain dicts that ``record.gather`` and ``run_accelerate`` return.
+Inputs are the plain dicts that ``record.gather``, ``run_accelerate`` and ``study.run_seeds`` return.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from lab_utils.plots import PALETTE, simulated, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import simulated_seconds
 
-__all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule"]
+__all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
 
 def _color(i: int) -> str:
@@ -211,4 +213,80 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
         height=120 + 70 * len(names),
     )
     fig.update_yaxes(tickvals=list(range(len(names))), ticktext=names, range=[-0.6, len(names) - 0.3])
+    return fig
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str = "") -> go.Figure:
+    """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
+    line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
+    fig = go.Figure()
+    for i, name in enumerate(names):
+        curve = study[name]["curve"]
+        xs = [s / per_round for s, _ in curve]
+        lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
+        mean = [sum(v) / len(v) for _, v in curve]
+        c = _color(i)
+        fig.add_trace(
+            go.Scatter(
+                x=xs + xs[::-1],
+                y=hi + lo[::-1],
+                fill="toself",
+                fillcolor=_rgba(c, 0.18),
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
+        fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines+markers", name=name, line=dict(color=c)))
+    n = len(next(iter(study.values()))["seeds"])
+    return style(
+        fig,
+        title=title or f"equal communication: loss against rounds (mean and range of {n} seeds)",
+        xaxis="communication rounds (all-reduces of the whole model)",
+        yaxis="held-out loss",
+    )
+
+
+def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> go.Figure:
+    """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
+    against the outer learning rate, the seeds' mean with bars from best to worst seed."""
+    by_mu: dict[float, list[tuple[float, list[float]]]] = {}
+    for name, r in study.items():
+        if name.startswith(prefix + " "):
+            lr, mu = (float(v) for v in name[len(prefix) + 1 :].split("/"))
+            by_mu.setdefault(mu, []).append((lr, r["final"]))
+    if not by_mu:
+        raise ValueError(f"no run named '{prefix} <lr>/<momentum>' in {list(study)}")
+    fig = go.Figure()
+    for i, (mu, pts) in enumerate(sorted(by_mu.items())):
+        pts.sort()
+        mean = [sum(v) / len(v) for _, v in pts]
+        fig.add_trace(
+            go.Scatter(
+                x=[lr for lr, _ in pts],
+                y=mean,
+                mode="lines+markers",
+                name=f"outer momentum {mu:g}" + (" (Nesterov)" if mu > 0 else ""),
+                line=dict(color=_color(i)),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=[max(v) - m for (_, v), m in zip(pts, mean)],
+                    arrayminus=[m - min(v) for (_, v), m in zip(pts, mean)],
+                ),
+            )
+        )
+    n = len(next(iter(study.values()))["seeds"])
+    style(
+        fig,
+        title=title or f"DiLoCo: final loss against the outer step ({n} seeds: mean, best to worst)",
+        xaxis="outer learning rate",
+        yaxis="held-out loss after the last round",
+    )
+    fig.update_yaxes(type="log")
     return fig

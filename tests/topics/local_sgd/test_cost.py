@@ -48,3 +48,37 @@ def test_compute_per_step_is_the_median():
     assert cost.compute_per_step(runs) == 3.0
     with pytest.raises(ValueError, match="step_s"):
         cost.compute_per_step({"a": {"step_s": []}})
+
+
+def test_ddp_all_reduce_hides_behind_the_backward_averaging_does_not():
+    link, p, compute = LINKS["10GbE"], 2, 3e-3
+    ar = allreduce_seconds(PBYTES, p, link)
+    hooked = [{"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "ddp-hook"}]
+    averaged = [{"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed"}]
+    # one bucket holding every gradient is ready only when the backward ends: nothing to hide behind
+    assert cost.step_time(hooked, link, p, compute) == pytest.approx(compute + ar)
+    two = [dict(hooked[0], nbytes=PBYTES / 2), dict(hooked[0], nbytes=PBYTES / 2)]
+    half_hidden = cost.step_time(two, link, p, compute)  # the first half goes out mid-backward
+    assert compute + allreduce_seconds(PBYTES / 2, p, link) <= half_hidden + 1e-12
+    assert half_hidden < compute + 2 * allreduce_seconds(PBYTES / 2, p, link)
+    assert cost.step_time(averaged * 2, link, p, compute) == pytest.approx(compute + 2 * ar)
+
+
+def test_barrier_costs_latency_on_its_group():
+    link = LINKS["WAN"]
+    barrier = {"op": "barrier", "nbytes": 0, "step": 0, "source": "torch.distributed", "group_size": 4}
+    assert cost.step_time([barrier], link, 2, 0.0) == pytest.approx(2 * 3 * link.latency_s)
+    sub = {"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed", "group_size": 2}
+    assert cost.step_time([sub], link, 4, 0.0) == pytest.approx(allreduce_seconds(PBYTES, 2, link))
+    with pytest.raises(ValueError, match="backward_share"):
+        cost.step_time([], link, 2, 1.0, backward_share=0)
+
+
+def test_links_by_group_size():
+    fast, slow = LINKS["NVLink"], LINKS["1GbE"]
+    grad = {"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed", "group_size": 2}
+    avg = dict(grad, group_size=4)
+    t = cost.step_time([dict(grad, in_backward=True), avg], {2: fast, 4: slow}, 4, 1e-3)
+    assert t == pytest.approx(1e-3 + allreduce_seconds(PBYTES, 2, fast) + allreduce_seconds(PBYTES, 4, slow))
+    with pytest.raises(ValueError, match="groups of 4"):
+        cost.step_time([avg], {2: fast}, 4, 1e-3)

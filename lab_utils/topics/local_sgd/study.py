@@ -1,0 +1,195 @@
+"""A convergence study that earns its conclusions: every configuration trained with several seeds
+at once, compared at equal communication, and verdicts only as strong as the seeds' spread.
+
+    def study(steps):                                     # runs on every rank (one launch)
+        return {"local H=8": study.run_seeds(train_local, steps=steps, seeds=(0, 1, 2), H=8), ...}
+    res = launch(study, world_size=2, args=(128,))[0]
+    study.verdict(res["local H=8"]["final"], res["accum K=8"]["final"])   # 'beats', 'loses' or 'ties'
+
+``run_seeds`` trains the seeds' models *as one* (:class:`SeedStack`: their parameters stacked
+along a new first dimension, each linear layer one batched matmul), so a study of S seeds costs
+about one run, not S. Every operation of the methods is elementwise per parameter (SGD, momentum,
+AdamW, averaging, an outer Nesterov step) or per seed (the loss), so each seed trains exactly as
+it would alone; ``tests/topics/local_sgd/test_study.py`` checks that against separate runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from lab_utils.comm import CommCounter
+from lab_utils.topics.local_sgd import task
+
+__all__ = ["SeedStack", "run_seeds", "verdict", "spread"]
+
+
+class _GradTimes(torch.autograd.Function):
+    """Identity forward; backward multiplies by ``s`` (see SeedStack.forward)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, s: int) -> torch.Tensor:  # noqa: D102
+        ctx.s = s
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # noqa: D102
+        return g * ctx.s, None
+
+
+class SeedStack(nn.Module):
+    """S models of the same shape (Linear layers and elementwise activations, in order) as one
+    module: input ``[S, B, in]`` -> logits ``[S, classes, B]``, the layout ``F.cross_entropy``
+    takes with targets ``[S, B]``. That loss is the mean over all S*B samples, i.e. 1/S of the
+    sum of the seeds' own mean losses; the output passes S times the gradient back, so each
+    seed's parameters get the gradient of its own mean loss, as when trained alone.
+
+        stack = SeedStack([task.make_model(seed=s) for s in (0, 1, 2)])
+        loss = F.cross_entropy(stack(xb), yb)       # xb [3, 32, 32], yb [3, 32]
+    """
+
+    def __init__(self, models: Sequence[nn.Module]):
+        super().__init__()
+        if not models:
+            raise ValueError("SeedStack needs at least one model")
+        plans = [[m for m in model.modules() if not list(m.children())] for model in models]
+        self.acts: list[nn.Module | None] = []
+        weights, biases = [], []
+        for i, layer in enumerate(plans[0]):
+            if isinstance(layer, nn.Linear):
+                weights.append(nn.Parameter(torch.stack([p[i].weight.detach().T for p in plans])))
+                biases.append(nn.Parameter(torch.stack([p[i].bias.detach()[None] for p in plans])))
+                self.acts.append(None)
+            elif isinstance(layer, (nn.GELU, nn.ReLU, nn.Tanh)):
+                self.acts.append(layer)
+            else:
+                raise TypeError(f"SeedStack: {type(layer).__name__} is not a Linear or an elementwise activation")
+        self.weights, self.biases = nn.ParameterList(weights), nn.ParameterList(biases)
+        self.seeds = len(models)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        li = 0
+        for act in self.acts:
+            if act is None:
+                x = torch.baddbmm(self.biases[li], x, self.weights[li])
+                li += 1
+            else:
+                x = act(x)
+        return _GradTimes.apply(x.transpose(1, 2), self.seeds)
+
+
+class _Log:
+    """``log(loss)`` per step for run_seeds: counts steps and, at evaluation steps, each seed's
+    held-out loss of the ranks' mean model (traffic not counted)."""
+
+    def __init__(self, model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor, at: set[int]):
+        self.model, self.x_eval, self.y_eval, self.at = model, x_eval, y_eval, at
+        self.counter = CommCounter()
+        self.curve: list[tuple[int, list[float]]] = []
+        self.steps = 0
+
+    def watch(self, ddp: nn.parallel.DistributedDataParallel) -> nn.parallel.DistributedDataParallel:
+        self.counter.attach(ddp)
+        return ddp
+
+    def __call__(self, loss: torch.Tensor) -> None:
+        self.steps += 1
+        if self.steps in self.at:
+            with self.counter.paused():
+                self.curve.append((self.steps, _eval_of_mean(self.model, self.x_eval, self.y_eval)))
+        self.counter.mark_step()
+
+
+def _eval_of_mean(model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor) -> list[float]:
+    with torch.no_grad():
+        params = list(model.parameters())
+        saved = [p.detach().clone() for p in params]
+        if dist.is_initialized():
+            for p in params:
+                dist.all_reduce(p.data)
+                p.data /= dist.get_world_size()
+        losses = F.cross_entropy(model(x_eval), y_eval, reduction="none").mean(1)
+        for p, v in zip(params, saved):
+            p.copy_(v)
+    return [round(v, 6) for v in losses.tolist()]
+
+
+def run_seeds(
+    method: Callable[..., Any],
+    *,
+    steps: int,
+    seeds: Sequence[int] = (0, 1, 2),
+    optimizer: str = "sgd",
+    lr: float | None = None,
+    skew: float = 0.0,
+    evals: int = 8,
+    **method_kwargs: Any,
+) -> dict[str, Any]:
+    """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` (the lab's signature)
+    with the seeds' models stacked. Returns ``final`` (each seed's held-out loss of the ranks'
+    mean model after the last step), ``curve`` (``(step, [per seed])`` at ``evals`` points),
+    ``rounds`` (steps that communicated), ``comm`` (the counter's summary) and ``events``."""
+    if steps < 1 or not seeds or evals < 1:
+        raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    data = [task.make_data(world, seed=s) for s in seeds]
+    x_eval = torch.stack([d[2] for d in data])
+    y_eval = torch.stack([d[3] for d in data])
+    model = SeedStack([task.make_model(seed=s) for s in seeds])
+    opt = task.make_optimizer(optimizer, model.parameters(), lr)
+    streams = [task.rank_batches(d[0], d[1], rank, world, steps=steps, seed=s, skew=skew) for d, s in zip(data, seeds)]
+    batches = ((torch.stack([b[0] for b in bs]), torch.stack([b[1] for b in bs])) for bs in zip(*streams))
+    at = {math.ceil(steps * (i + 1) / evals) for i in range(evals)}
+    log = _Log(model, x_eval, y_eval, at)
+    with log.counter.track():
+        method(model, opt, batches, log, **method_kwargs)
+    if log.steps != steps:
+        raise RuntimeError(f"{method.__name__} called log(loss) {log.steps} times in {steps} steps: once a step")
+    events = [
+        {
+            "op": e.op,
+            "nbytes": e.nbytes,
+            "step": e.step,
+            "source": e.source,
+            "group_size": e.group_size,
+            "in_backward": e.in_backward,
+        }
+        for e in log.counter.events
+    ]
+    return {
+        "method": method.__name__,
+        "seeds": list(seeds),
+        "steps": steps,
+        "final": log.curve[-1][1],
+        "curve": log.curve,
+        "rounds": len({e["step"] for e in events}),
+        "comm": {k: v for k, v in log.counter.summary().items() if k != "per_step"},
+        "events": events,
+    }
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(worst, mean, best) of a lower-is-better metric over seeds."""
+    vals = list(values)
+    if not vals:
+        raise ValueError("spread() of no values: pass one number per seed")
+    return max(vals), sum(vals) / len(vals), min(vals)
+
+
+def verdict(a: Sequence[float], b: Sequence[float]) -> str:
+    """Held-out losses of A and B over seeds (lower is better): ``'beats'`` if A's worst seed is
+    better than B's best, ``'loses'`` if B's worst is better than A's best, else ``'ties'`` (the
+    spreads overlap, so these seeds cannot tell them apart)."""
+    if not a or not b:
+        raise ValueError("verdict() needs at least one value per side")
+    if max(a) < min(b):
+        return "beats"
+    if max(b) < min(a):
+        return "loses"
+    return "ties"

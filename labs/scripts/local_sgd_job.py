@@ -1,0 +1,138 @@
+"""Local SGD to take home: Accelerate's gradient accumulation, LocalSGD counted per optimizer
+update, and DiLoCo's outer Nesterov step on top of each averaging. Plain PyTorch + Accelerate:
+copy this file anywhere.
+
+Run it on N processes of one machine (CPU or GPU):
+
+    # accelerate launch: --multi_gpu selects its multi-process launcher; without a GPU the script
+    # still runs on the CPU because it builds Accelerator(cpu=True)
+    accelerate launch --multi_gpu --num_processes 2 --num_machines 1 --mixed_precision no \\
+        --dynamo_backend no --main_process_port 29512 local_sgd_job.py --processes 2
+
+    # torchrun: the same script without the Accelerate launcher
+    torchrun --standalone --nproc_per_node=2 local_sgd_job.py --processes 2
+
+    # several machines: torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
+    #     --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=lsgd local_sgd_job.py --processes 4
+
+Pitfall: ``accelerate launch --cpu --num_processes 2`` starts ONE process, and on a CPU an
+Accelerator built without ``cpu=True`` leaves each process training alone; ``--processes N``
+makes the script stop with an explanation instead of training quietly without averaging.
+
+What it proves: after each optimizer update every process reports a checksum of its parameters
+(an all-gather outside the method, for the record). They must differ after the local updates and
+be identical after each averaging. Rank 0 prints one JSON line and writes it to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+import torch.nn.functional as F
+from accelerate import Accelerator
+from accelerate.local_sgd import LocalSGD
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def make_data(n: int, dim: int = 16, classes: int = 4, seed: int = 0) -> TensorDataset:
+    """Gaussian blobs, one per class (each process reads different batches of them)."""
+    g = torch.Generator().manual_seed(seed)
+    centers = 2 * torch.randn(classes, dim, generator=g)
+    y = torch.randint(0, classes, (n,), generator=g)
+    return TensorDataset(centers[y] + torch.randn(n, dim, generator=g), y)
+
+
+def checksum(model: nn.Module) -> torch.Tensor:
+    """Three numbers that differ when the parameters do (equal bits give equal sums)."""
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()]).double()
+    return torch.stack([flat.sum(), (flat * flat).sum(), flat[::7].sum()])
+
+
+def outer_step(model: nn.Module, anchor: list[torch.Tensor], outer: torch.optim.Optimizer) -> None:
+    """DiLoCo: the averaged move away from the anchor is the outer gradient; the outer Nesterov
+    step moves the anchor, which every process then copies (the same on all: they agree)."""
+    for a, p in zip(anchor, model.parameters()):
+        a.grad = a.detach() - p.detach()
+    outer.step()
+    with torch.no_grad():
+        for a, p in zip(anchor, model.parameters()):
+            p.copy_(a)
+
+
+def train(a: argparse.Namespace) -> dict:
+    accelerator = Accelerator(cpu=not torch.cuda.is_available(), gradient_accumulation_steps=a.accumulation)
+    if accelerator.num_processes != a.processes:
+        raise RuntimeError(
+            f"expected {a.processes} processes, this Accelerator sees {accelerator.num_processes}: "
+            "`accelerate launch --cpu` starts ONE process (use --multi_gpu, or torchrun), and on a CPU "
+            "the Accelerator needs cpu=True, else each process trains alone and nothing is averaged"
+        )
+    torch.manual_seed(a.seed)  # the same initial model on every process
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    loader = DataLoader(make_data(a.micro_batches * a.batch * a.processes), batch_size=a.batch)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    inner = accelerator.unwrap_model(model)
+    anchor = [p.detach().clone().requires_grad_() for p in inner.parameters()]
+    outer = torch.optim.SGD(anchor, lr=a.outer_lr, momentum=a.outer_momentum, nesterov=a.outer_momentum > 0)
+
+    losses, averaged, equal = [], [], []
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=a.local_sgd_steps, enabled=True) as lsgd:
+        for x, y in loader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(x), y)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                if accelerator.sync_gradients:  # count optimizer updates, not micro-batches
+                    lsgd.step()  # every local_sgd_steps updates: barrier, then parameters averaged
+                    did_average = lsgd.enabled and lsgd.num_steps % a.local_sgd_steps == 0
+                    if did_average and a.outer_lr > 0:
+                        outer_step(inner, anchor, outer)
+                    sums = accelerator.gather(checksum(inner)).view(-1, 3)  # for the record only
+                    averaged.append(did_average)
+                    equal.append(bool((sums == sums[0]).all()))
+                    losses.append(round(accelerator.reduce(loss.detach(), "mean").item(), 5))
+    # leaving the block averages once more: every process ends with the same model
+    final = accelerator.gather(checksum(inner)).view(-1, 3)
+    return {
+        "num_processes": accelerator.num_processes,
+        "updates": len(averaged),
+        "averaged_after_update": averaged,
+        "ranks_equal_after_update": equal,
+        "ranks_equal_at_end": bool((final == final[0]).all()),
+        "losses": losses,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--processes", type=int, required=True, help="how many processes the launcher must give")
+    ap.add_argument("--accumulation", type=int, default=2, help="micro-batches per optimizer update")
+    ap.add_argument("--local-sgd-steps", type=int, default=4, help="optimizer updates between averagings")
+    ap.add_argument("--micro-batches", type=int, default=24, help="micro-batches per process")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=3e-3, help="inner AdamW learning rate")
+    ap.add_argument("--outer-lr", type=float, default=0.7, help="DiLoCo outer learning rate (0: plain LocalSGD)")
+    ap.add_argument("--outer-momentum", type=float, default=0.9, help="outer Nesterov momentum")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="rank 0 also writes its JSON result here")
+    a = ap.parse_args(argv)
+    if a.processes < 1 or a.accumulation < 1 or a.local_sgd_steps < 1:
+        sys.exit("--processes, --accumulation and --local-sgd-steps must be >= 1")
+    result = train(a)
+    if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
+        return
+    text = json.dumps(result)
+    print(text, flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
