@@ -12,23 +12,28 @@ policies in the notebook; this module holds what measures them and two ready-mad
 
 - ``counted(policy)``: the same decisions, and every output it saves is reported to an active
   ``lab_utils.memory.SavedTensorMeter`` (the cache lives where no saved-tensor hook sees it);
-- ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``), recompute the
-  rest (the lab's "selective" chain and the tests use it);
+- ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``, every matrix
+  product, the attention core's ``bmm`` included), recompute the rest; with ``WEIGHT_MATMUL_OPS``
+  (the products with a weight: the linear layers) it is Korthikanti et al.'s selective recompute;
+- ``op_census(block, x)``: the ops a checkpointed region runs, with their output bytes and
+  FLOPs (what a policy decides on: FLOPs per byte);
 - ``module_policy(model, names)``: save every op run inside the named modules (the lab's
   node-by-node explorer).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import note_saved
 
-__all__ = ["MATMUL_OPS", "SAVE", "counted", "selective_policy", "module_policy"]
+__all__ = ["MATMUL_OPS", "WEIGHT_MATMUL_OPS", "SAVE", "counted", "selective_policy", "module_policy", "op_census"]
 
 MATMUL_OPS = frozenset(
     {
@@ -40,6 +45,8 @@ MATMUL_OPS = frozenset(
         torch.ops.aten.matmul.default,
     }
 )
+# the products with a weight (nn.Linear runs as addmm, or mm without bias): many FLOPs per byte
+WEIGHT_MATMUL_OPS = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.linear.default})
 SAVE = frozenset({CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_SAVE})
 
 Policy = Callable[..., CheckpointPolicy]
@@ -116,3 +123,36 @@ class module_policy:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
+    """Run ``region(x)`` once under a selective checkpoint whose policy only watches: one row per
+    op call that allocates its output (views skipped): op, out_bytes, flops (as
+    ``FlopCounterMode`` counts them) and flops_per_byte, most bytes first. Products with a weight
+    score high in FLOPs per byte, the attention scores' ``bmm`` low, pointwise ops zero.
+
+    >>> rows = op_census(transformer_chain(1)[0], torch.randn(2, 128, 64))
+    >>> rows[0]["op"], rows[0]["flops_per_byte"]      # the attention scores: big, cheap
+    ('aten.bmm.default', 8.0)
+    """
+    rows: list[dict] = []
+
+    def watch(ctx, op, *args, **kwargs):
+        if not ctx.is_recompute:
+            ins = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+            outs = ctx.op_output if isinstance(ctx.op_output, (tuple, list)) else (ctx.op_output,)
+            n = sum(
+                t.numel() * t.element_size()
+                for t in outs
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in ins
+            )
+            if n:
+                with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
+                    op(*args, **kwargs)
+                f = int(fc.get_total_flops())
+                rows.append(dict(op=str(op), out_bytes=n, flops=f, flops_per_byte=f / n))
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    contexts = functools.partial(create_selective_checkpoint_contexts, watch)
+    checkpoint(region, x.detach(), use_reentrant=False, context_fn=contexts)
+    return sorted(rows, key=lambda r: -r["out_bytes"])

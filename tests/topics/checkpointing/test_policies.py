@@ -41,3 +41,15 @@ def test_counted_reports_nothing_when_the_policy_saves_nothing():
 def test_counted_rejects_a_non_function():
     with pytest.raises(TypeError, match="policy must be a function"):
         counted("save matmuls")
+
+
+def test_op_census_scores_products_with_a_weight_above_the_attention_scores():
+    from lab_utils.models import transformer_chain
+    from lab_utils.topics.checkpointing.policies import op_census
+
+    rows = op_census(transformer_chain(1, d_model=32, n_heads=4, seed=0)[0], torch.randn(2, 64, 32))
+    scores = rows[0]  # the biggest output: b * heads * seq * seq floats
+    assert scores["op"] == "aten.bmm.default" and scores["out_bytes"] == 2 * 4 * 64 * 64 * 4
+    linear = [r for r in rows if r["op"] == "aten.addmm.default"]
+    assert len(linear) == 4 and min(r["flops_per_byte"] for r in linear) > scores["flops_per_byte"] > 0
+    assert any(r["op"] == "aten._softmax.default" and r["flops"] == 0 for r in rows)

@@ -1,0 +1,70 @@
+"""Offload, measured: what a saved-tensor offload hook (``torch.autograd.graph.save_on_cpu``)
+moves off the device, attached from outside.
+
+    from torch.autograd.graph import save_on_cpu
+    from lab_utils.topics.checkpointing.offload import PackCounter
+    with PackCounter(save_on_cpu(), params=model.parameters()) as moved:
+        loss = model(x).pow(2).mean()           # every tensor saved for backward goes to the host
+    moved.activation_bytes, moved.param_bytes   # unique storages copied, split
+    loss.backward()                             # copied back as backward needs them
+
+``save_on_cpu`` is a ``saved_tensors_hooks`` whose pack hook copies each saved tensor to host
+memory and whose unpack hook copies it back. ``PackCounter`` wraps that pack hook and counts what
+it is given (each storage once), so it sees exactly what the hook moves, parameters included:
+the hook does not know that a weight an op saves is a parameter (already kept), and copies it too.
+On a CPU, host and device are the same memory: the copy happens, but it frees nothing, and its
+time is a memcpy, not a transfer over PCIe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+__all__ = ["PackCounter"]
+
+
+class PackCounter:
+    """Context manager entering ``hooks`` (a ``saved_tensors_hooks``, e.g. ``save_on_cpu()``) with
+    its pack hook counted: ``activation_bytes`` and ``param_bytes`` (storages of ``params``), each
+    storage once; ``tensors``: how many tensors were packed. ``exclude``: tensors (the batch) not
+    counted (they are moved all the same)."""
+
+    def __init__(
+        self,
+        hooks: torch.autograd.graph.saved_tensors_hooks,
+        *,
+        params: Iterable[torch.Tensor] = (),
+        exclude: Iterable[torch.Tensor] = (),
+    ):
+        if not hasattr(hooks, "pack_hook"):
+            raise TypeError(f"PackCounter(hooks): give a saved_tensors_hooks such as save_on_cpu(), got {hooks!r}")
+        self.hooks = hooks
+        self._params = {p.untyped_storage().data_ptr() for p in params}
+        self._seen: set[int] = {t.untyped_storage().data_ptr() for t in exclude}
+        self.activation_bytes = 0
+        self.param_bytes = 0
+        self.tensors = 0
+        inner = hooks.pack_hook
+
+        def pack(t: torch.Tensor):
+            self.tensors += 1
+            key = t.untyped_storage().data_ptr()
+            if key not in self._seen:
+                self._seen.add(key)
+                n = t.untyped_storage().nbytes()
+                if key in self._params:
+                    self.param_bytes += n
+                else:
+                    self.activation_bytes += n
+            return inner(t)
+
+        hooks.pack_hook = pack
+
+    def __enter__(self) -> PackCounter:
+        self.hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.hooks.__exit__(*exc)
