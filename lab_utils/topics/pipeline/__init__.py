@@ -19,10 +19,12 @@ Modules:
   link times for the pipeline and for DDP;
 - ``runs``: the rank-side harness (``measure``), torch's schedules as step functions
   (``torch_step``), a checkpointed stage, DDP's bytes for the same model;
+- ``watch``: ``naming_stages()``, which turns a hang's timeout into an error naming the stage,
+  the message it waits for and what to change;
 - ``figures``: the lab's plotly figures;
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.pipeline import exercises, figures, runs, stages, timeline, traffic
+from lab_utils.topics.pipeline import exercises, figures, runs, stages, timeline, traffic, watch
 
-__all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic"]
+__all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic", "watch"]

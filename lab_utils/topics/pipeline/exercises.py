@@ -17,10 +17,10 @@ import torch
 
 import lab_utils
 from lab_utils.checks import grader
-from lab_utils.launch import LaunchTimeout, launch
+from lab_utils.launch import launch
 from lab_utils.memory import SavedTensorMeter
 from lab_utils.recompute import count_flops
-from lab_utils.topics.pipeline import runs, stages, timeline
+from lab_utils.topics.pipeline import runs, stages, timeline, watch
 
 __all__ = ["check_fill_drain", "check_choose_m", "check_balance", "best_split", "block_flops"]
 
@@ -51,11 +51,11 @@ def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
 def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     p, m = FILL_DRAIN_P, FILL_DRAIN_M
     try:
-        got = launch(_fill_drain_run, p, args=(gpipe_step,), timeout=HANG_TIMEOUT)
-    except LaunchTimeout as err:
-        raise AssertionError(
-            f"the stages were still waiting after {HANG_TIMEOUT:g} s ({err}); a receive with no matching send hangs"
-        ) from None
+        with watch.naming_stages():
+            got = launch(_fill_drain_run, p, args=(gpipe_step,), timeout=HANG_TIMEOUT)
+    except watch.StageHang as err:
+        why = str(err).split("\n\n")[0]
+        raise AssertionError(f"the stages were still waiting after {HANG_TIMEOUT:g} s: {why}") from None
     runs_ = [r["runs"][m] for r in got]
     grads = torch.cat([r["grads"] for r in runs_])
     ref = stages.reference_grads(FILL_DRAIN_SPEC)

@@ -121,7 +121,7 @@ def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
 
 
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
-    """Simulated communication seconds per step on each link, one bar per method."""
+    """Simulated seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
     links = list(seconds)
     methods = list(next(iter(seconds.values())))
     fig = go.Figure(
@@ -132,4 +132,4 @@ def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     )
     fig.update_layout(barmode="group")
     fig.update_yaxes(type="log")
-    return style(fig, title=simulated("communication per step"), xaxis="link", yaxis="ms (log)")
+    return style(fig, title=simulated("one step, communication overlapping compute"), xaxis="link", yaxis="ms (log)")

@@ -30,7 +30,7 @@ from torch.utils.checkpoint import checkpoint
 from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
 from lab_utils.recompute import CallCounter
-from lab_utils.topics.pipeline import stages, timeline, traffic
+from lab_utils.topics.pipeline import stages, timeline, traffic, watch
 
 __all__ = [
     "StepFn",
@@ -65,6 +65,12 @@ def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None, *, ck
     return Checkpointed(stage) if ckpt else stage
 
 
+def _phase(rank: int, phase: str) -> None:
+    st = watch.status(rank)  # None unless inside watch.naming_stages
+    if st is not None:
+        st.phase(phase)
+
+
 def measure(
     step_fn: StepFn,
     spec: stages.Spec,
@@ -86,13 +92,18 @@ def measure(
         xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
         for _ in range(warmup if j == 0 else 0):
             stage.zero_grad(set_to_none=True)
-            step_fn(stage, xs, ys)
+            _phase(rank, "step")
+            with traffic.P2PCounter():  # counted only so that a hang here can be named (watch)
+                step_fn(stage, xs, ys)
+            _phase(rank, "done")
         events = []
         for _ in range(repeats):
             stage.zero_grad(set_to_none=True)
             dist.barrier()  # every rank's clock starts here
+            _phase(rank, "step")
             with timeline.Recorder(stage, rank) as rec, traffic.P2PCounter() as sent, CallCounter(stage) as calls:
                 step_fn(stage, xs, ys)
+            _phase(rank, "done")
             events.append([e.as_dict() for e in rec.events])
         out["runs"][m] = {
             "events": events,
@@ -203,7 +214,8 @@ def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[s
 
 def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     """Bytes DDP's reducer all-reduces for one backward of the whole model on this rank's batch
-    share, counted by ``lab_utils.comm.CommCounter`` on real DDP (run on every rank)."""
+    share (in all and per bucket), counted by ``lab_utils.comm.CommCounter`` on real DDP (run on
+    every rank)."""
     dev = dist_info().device
     net = stages.model(spec).to(dev)
     ddp = DDP(net)
@@ -214,6 +226,7 @@ def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     stages.loss_fn(ddp(share[0]), share[1]).backward()
     out = {
         "bytes": counter.summary()["bytes"],
+        "buckets": [e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
         "param_bytes": sum(p.numel() * p.element_size() for p in net.parameters()),
     }
     del ddp, net

@@ -28,8 +28,22 @@ import torch
 from torch import nn
 
 from lab_utils.memory import SavedTensorMeter
+from lab_utils.overlap import Bucket, backward_with_comm
+from lab_utils.simnet import Link
 
-__all__ = ["Event", "Recorder", "bubble", "replay", "median_bubble", "formula", "busy_seconds", "in_flight", "order"]
+__all__ = [
+    "Event",
+    "Recorder",
+    "as_events",
+    "span",
+    "bubble",
+    "replay",
+    "median_bubble",
+    "formula",
+    "busy_seconds",
+    "in_flight",
+    "order",
+]
 
 
 @dataclass(frozen=True)
@@ -125,19 +139,26 @@ class Recorder:
         self._handles.clear()
 
 
-def _as_events(events: Iterable[Event | dict]) -> list[Event]:
+def as_events(events: Iterable[Event | dict]) -> list[Event]:
+    """Events from ``Event``s or their dicts (as ranks return them)."""
     return [e if isinstance(e, Event) else Event(**e) for e in events]
+
+
+def span(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+    """Seconds from the first piece of work on any stage to the end of the last."""
+    evs = [e for ev in events_per_stage for e in as_events(ev)]
+    return max(e.end for e in evs) - min(e.start for e in evs)
 
 
 def busy_seconds(events: Iterable[Event | dict]) -> float:
     """Seconds spent computing (forwards and backwards)."""
-    return sum(e.end - e.start for e in _as_events(events))
+    return sum(e.end - e.start for e in as_events(events))
 
 
 def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
     """Measured idle fraction of one step: 1 - (time computing, summed over the p stages) /
     (p x the step's duration from the first forward to the last backward on any stage)."""
-    stages = [_as_events(ev) for ev in events_per_stage]
+    stages = [as_events(ev) for ev in events_per_stage]
     if not stages or not all(stages):
         raise ValueError("bubble: give one non-empty list of events per stage (every rank's recorder)")
     t0 = min(e.start for ev in stages for e in ev)
@@ -145,7 +166,13 @@ def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
     return 1.0 - sum(busy_seconds(ev) for ev in stages) / (len(stages) * (t1 - t0))
 
 
-def replay(events_per_stage: Sequence[Iterable[Event | dict]], *, slots: bool = False) -> list[list[Event]]:
+def replay(
+    events_per_stage: Sequence[Iterable[Event | dict]],
+    *,
+    slots: bool = False,
+    link: Link | None = None,
+    message_bytes: float = 0.0,
+) -> list[list[Event]]:
     """The same step with free, instant communication: each stage runs its recorded work in its
     recorded order for its measured durations, and starts each piece as soon as its input exists
     (forward i after forward i of the stage before, backward i after backward i of the stage
@@ -153,12 +180,20 @@ def replay(events_per_stage: Sequence[Iterable[Event | dict]], *, slots: bool = 
 
     ``slots=True`` replaces the durations by 1 per forward and 2 per backward (equal stages):
     what is left is the bubble of the recorded order alone, which for GPipe's order is exactly
-    (p - 1) / (m + p - 1) and for a loop that does not overlap micro-batches is far more."""
-    stages = [sorted(_as_events(ev), key=lambda e: e.start) for ev in events_per_stage]
+    (p - 1) / (m + p - 1) and for a loop that does not overlap micro-batches is far more.
+
+    ``link`` puts the messages back, on a simulated link: every forward but the last stage's sends
+    ``message_bytes`` of activations to the next stage, every backward but stage 0's as many bytes
+    of gradients to the one before, and a piece that needs a message starts when it has arrived.
+    Each stage sends on its own link, one message at a time in the order its work produced them,
+    while it goes on computing (asynchronous sends): ``lab_utils.overlap``'s queue
+    (``backward_with_comm``), with the stage's messages as its buckets."""
+    stages = [sorted(as_events(ev), key=lambda e: e.start) for ev in events_per_stage]
     p = len(stages)
-    done: dict[tuple[int, str, int], float] = {}
+    done: dict[tuple[int, str, int], float] = {}  # when a piece's output is there for its consumer
     out: list[list[Event]] = [[] for _ in range(p)]
     nxt, clock = [0] * p, [0.0] * p
+    sent: list[list[Bucket]] = [[] for _ in range(p)]  # each stage's messages so far, in order
     while any(nxt[s] < len(stages[s]) for s in range(p)):
         progressed = False
         for s in range(p):
@@ -169,7 +204,12 @@ def replay(events_per_stage: Sequence[Iterable[Event | dict]], *, slots: bool = 
                     break  # its input is not computed yet
                 t0 = max(clock[s], done.get(dep, 0.0))
                 t1 = t0 + ((1.0 if e.kind == "F" else 2.0) if slots else e.end - e.start)
-                done[(s, e.kind, e.micro_batch)] = clock[s] = t1
+                clock[s] = done[(s, e.kind, e.micro_batch)] = t1
+                sends = (e.kind == "F" and s < p - 1) or (e.kind == "B" and s > 0)
+                if link is not None and sends:
+                    sent[s].append(Bucket(t1, message_bytes, "send"))
+                    queued = backward_with_comm(sent[s], t1, link, world_size=2)  # one message: peer to peer
+                    done[(s, e.kind, e.micro_batch)] = queued.transfers[-1].end_s
                 out[s].append(Event(e.stage, e.kind, e.micro_batch, t0, t1, e.saved_bytes))
                 nxt[s] += 1
                 progressed = True
@@ -199,14 +239,14 @@ def formula(p: int, m: int) -> float:
 
 def order(events: Iterable[Event | dict]) -> list[str]:
     """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
-    return [f"{e.kind}{e.micro_batch}" for e in sorted(_as_events(events), key=lambda e: e.start)]
+    return [f"{e.kind}{e.micro_batch}" for e in sorted(as_events(events), key=lambda e: e.start)]
 
 
 def in_flight(events: Iterable[Event | dict]) -> int:
     """Most bytes one stage held for backward at once: the saved bytes of every micro-batch whose
     forward has run and whose backward has not, at the worst moment (measured bytes per forward,
     measured order)."""
-    evs = sorted(_as_events(events), key=lambda e: e.start)
+    evs = sorted(as_events(events), key=lambda e: e.start)
     saved = {e.micro_batch: e.saved_bytes for e in evs if e.kind == "F"}
     live = peak = 0
     for e in evs:

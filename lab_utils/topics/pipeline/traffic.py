@@ -4,7 +4,8 @@
     with traffic.P2PCounter() as sent:                # wraps dist.send / isend (and recv / irecv)
         gpipe_step(stage, inputs, targets)            # or a torch.distributed.pipelining schedule
     sent.bytes_to                                     # {peer rank: bytes this rank sent it}
-    traffic.send_seconds(sent.messages, LINKS["1GbE"])   # simulated, one message after another
+    traffic.pipeline_step_seconds(events, sent.messages[0].nbytes, LINKS["1GbE"])   # simulated step
+    traffic.ddp_step_seconds(events, bucket_bytes, LINKS["1GbE"], world_size=2)   # DDP, same work
 
 The counter replaces ``isend`` and ``irecv`` in ``torch.distributed`` (``send`` and ``recv`` call
 them; ``batch_isend_irecv`` compares against them) for the duration of the block, then restores them, so
@@ -17,15 +18,19 @@ import functools
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from lab_utils.simnet import Link, allreduce_seconds, collective_seconds
+from lab_utils.overlap import backward_with_comm, evenly_ready
+from lab_utils.simnet import Link
+from lab_utils.topics.pipeline import timeline, watch
 
-__all__ = ["Message", "P2PCounter", "send_seconds", "ddp_seconds"]
+__all__ = ["Message", "P2PCounter", "pipeline_step_seconds", "ddp_step_seconds"]
 
 # ``dist.send`` / ``dist.recv`` call ``isend`` / ``irecv`` and wait: wrapping these two counts all four.
 _OPS = ("isend", "irecv")
@@ -69,10 +74,14 @@ class P2PCounter:
         @functools.wraps(fn)
         def counted(tensor: torch.Tensor, *args, **kwargs):
             kind = "send" if op == "isend" else "recv"
-            self.messages.append(
-                Message(kind, _peer(op, (tensor, *args), kwargs), tensor.numel() * tensor.element_size(), _caller())
-            )
-            return fn(tensor, *args, **kwargs)
+            peer = _peer(op, (tensor, *args), kwargs)
+            self.messages.append(Message(kind, peer, tensor.numel() * tensor.element_size(), _caller()))
+            st = watch.status(dist.get_rank())
+            if st is None:
+                return fn(tensor, *args, **kwargs)
+            index = st.message(kind, peer)  # inside watch.naming_stages: a hang can name this op
+            work = fn(tensor, *args, **kwargs)
+            return _Watched(work, lambda: st.completed(index)) if work is not None else None
 
         return counted
 
@@ -107,13 +116,37 @@ class P2PCounter:
         return dict(out)
 
 
-def send_seconds(messages: list[Message] | list[dict], link: Link) -> float:
-    """Simulated seconds of the sends in ``messages`` on ``link``, one after another (no overlap
-    with compute: an upper bound on what the pipeline waits for)."""
-    msgs = [m if isinstance(m, Message) else Message(**m) for m in messages]
-    return sum(collective_seconds("send", m.nbytes, 2, link) for m in msgs if m.op == "send")
+class _Watched:
+    """A ``Work`` whose ``wait()`` also marks its message completed in the stage's status."""
+
+    def __init__(self, work, on_done):
+        self._work, self._on_done = work, on_done
+
+    def wait(self, *args, **kwargs):
+        out = self._work.wait(*args, **kwargs)
+        self._on_done()
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
 
 
-def ddp_seconds(param_bytes: int, world_size: int, link: Link) -> float:
-    """Simulated seconds of DDP's gradient all-reduce (one ring over all the parameters)."""
-    return allreduce_seconds(param_bytes, world_size, link)
+def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_bytes: float, link: Link) -> float:
+    """Simulated seconds of one pipeline step on ``link``: the recorded work of every stage (its
+    order and measured durations) with each message (``message_bytes``) sent on the sender's link
+    while it goes on computing, and each piece waiting for its message (``timeline.replay``)."""
+    return timeline.span(timeline.replay(events_per_stage, link=link, message_bytes=message_bytes))
+
+
+def ddp_step_seconds(
+    events_per_stage: Sequence[Iterable[Any]], bucket_bytes: Sequence[float], link: Link, world_size: int
+) -> float:
+    """Simulated seconds of one DDP step doing the same work on ``world_size`` ranks: each rank
+    runs the whole model on 1/world_size of the batch, so its forward (backward) takes the sum of
+    every stage's recorded forwards (backwards) / world_size; the buckets (``bucket_bytes`` in the
+    order DDP all-reduced them) become ready as the backward produces their share of the gradient
+    bytes and are all-reduced while it goes on (``lab_utils.overlap.backward_with_comm``)."""
+    evs = [e for ev in events_per_stage for e in timeline.as_events(ev)]
+    forward = sum(e.end - e.start for e in evs if e.kind == "F") / world_size
+    backward = sum(e.end - e.start for e in evs if e.kind == "B") / world_size
+    return forward + backward_with_comm(evenly_ready(bucket_bytes, backward), backward, link, world_size).end_s

@@ -1,0 +1,191 @@
+"""Which stage a pipeline hang is stuck in: each rank writes what it is doing, the timeout reads it.
+
+    from lab_utils import launch
+    from lab_utils.topics.pipeline import runs, watch
+
+    with watch.naming_stages():          # a LaunchTimeout inside becomes a StageHang
+        launch(runs.measure, 2, args=(step_fn, spec, [4]), timeout=5)
+    # StageHang: stage 1 is blocked in a receive from stage 0 (the activations of micro-batch 1):
+    # stage 0 sent 1 of them and finished its step. ...
+
+``launch``'s timeout can only say which ranks were still running, and in a pipeline usually all of
+them are: the stage that waits for a message nobody sends, and the stages that wait for it in
+turn. Here each rank keeps a small status file: the phase of its step and every send or receive
+of ``traffic.P2PCounter`` (peer, how many so far, whether it completed). On a timeout,
+``naming_stages`` reads the files and names the stage blocked in a send or receive that its peer
+will never match, with the op and the micro-batch it was waiting for and what to change.
+
+A message's micro-batch is its position among the messages between the same two stages in the
+same direction (fill-drain and 1F1B both send micro-batches in order); messages to the next
+stage are activations, to the previous stage gradients. Statuses are written only inside
+``naming_stages`` (it passes a folder to the ranks in the environment), so timing runs pay nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+from lab_utils.errors import LaunchTimeout
+
+__all__ = ["ENV", "StageHang", "naming_stages", "status", "diagnose", "read_statuses"]
+
+ENV = "LAB_UTILS_PIPELINE_STATUS"  # the folder each rank writes its status to (set by naming_stages)
+
+
+class StageHang(LaunchTimeout):
+    """A pipeline run timed out; ``stage`` (or None) is where it was stuck, ``statuses`` every rank's."""
+
+    def __init__(self, message: str, stage: int | None, statuses: dict[int, dict]):
+        super().__init__(message)
+        self.stage, self.statuses = stage, statuses
+
+
+class _Status:
+    """This rank's status file (rank-side): phase and point-to-point messages of the current step."""
+
+    def __init__(self, folder: str, rank: int):
+        self.path = os.path.join(folder, f"stage{rank}.json")
+        self.state: dict[str, Any] = {"stage": rank, "phase": "started", "messages": []}
+
+    def phase(self, phase: str) -> None:
+        """``"step"`` resets the messages (a new step begins); ``"done"`` ends the step."""
+        self.state["phase"] = phase
+        if phase == "step":
+            self.state["messages"] = []
+        self._write()
+
+    def message(self, op: str, peer: int) -> int:
+        """Record the start of a send / receive; returns its index (pass it to ``completed``)."""
+        self.state["messages"].append({"op": op, "peer": peer, "done": False})
+        self._write()
+        return len(self.state["messages"]) - 1
+
+    def completed(self, index: int) -> None:
+        self.state["messages"][index]["done"] = True
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.state, f)
+        os.replace(tmp, self.path)  # a reader never sees half a file
+
+
+_current: _Status | None = None
+
+
+def status(rank: int) -> _Status | None:
+    """This rank's status writer when the run is inside ``naming_stages``, else None (rank-side)."""
+    global _current
+    folder = os.environ.get(ENV)
+    if not folder or not os.path.isdir(folder):
+        return None
+    if _current is None or _current.path != os.path.join(folder, f"stage{rank}.json"):
+        _current = _Status(folder, rank)
+    return _current
+
+
+def read_statuses(folder: str) -> dict[int, dict]:
+    """Every rank's last status in ``folder``: {stage: status}."""
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("stage") and name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                s = json.load(f)
+            out[int(s["stage"])] = s
+    return out
+
+
+def _count(s: dict, op: str, peer: int) -> int:
+    return sum(1 for m in s["messages"] if m["op"] == op and m["peer"] == peer)
+
+
+def _what(op: str, stage: int, peer: int, index: int) -> str:
+    kind = "activations" if (peer > stage) == (op == "send") else "gradients"
+    return f"the {kind} of micro-batch {index}"
+
+
+def _doing(s: dict | None) -> str:
+    if s is None:
+        return "never started a step"
+    if s["phase"] == "done":
+        return "finished its step"
+    waiting = [m for m in s["messages"] if not m["done"]]
+    if waiting:
+        m = waiting[-1]
+        return f"is blocked in a {'send to' if m['op'] == 'send' else 'receive from'} stage {m['peer']}"
+    return "is computing (or waiting outside a send or receive)"
+
+
+def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, str]:
+    """The stage a hang is stuck in and a sentence saying why and what to change, from the ranks'
+    statuses: the first stage blocked in a send or receive whose peer has not made (or is not
+    blocked in) the matching one. (None, a summary) when no stage is blocked on a message."""
+    lines = [f"stage {r}: {_doing(statuses.get(r))}" for r in range(world_size)]
+    for r in range(world_size):
+        s = statuses.get(r)
+        if s is None or s["phase"] == "done":
+            continue
+        waiting = [m for m in s["messages"] if not m["done"]]
+        if not waiting:
+            continue
+        m = waiting[-1]
+        op, peer = m["op"], m["peer"]
+        match = "recv" if op == "send" else "send"
+        index = _count(s, op, peer) - 1  # this message's place among those between r and peer
+        other = statuses.get(peer)
+        made = _count(other, match, r) if other is not None else 0
+        if made > index:
+            continue  # the peer has posted the matching op: this one is only slow
+        verb = "receive from" if op == "recv" else "send to"
+        other_verb = "sent" if op == "recv" else "received"
+        why = (
+            f"stage {r} is blocked in a {verb} stage {peer} ({_what(op, r, peer, index)}); stage {peer} "
+            f"{other_verb} {made} of these in this step and {_doing(other)}. "
+        )
+        if other is not None and other["phase"] == "done":
+            fix = (
+                f"Stage {r} expects more messages than stage {peer} makes: make both loops agree on the number "
+                f"of micro-batches and on which stage sends (a middle stage must receive AND send)."
+            )
+        else:
+            fix = (
+                f"Both wait for the other: make the order of sends and receives on stage {r} mirror stage "
+                f"{peer}'s (a send on one side for every receive on the other, in the same order), or use "
+                f"isend / irecv so that a send does not block."
+            )
+        return r, why + fix + "\n" + "\n".join(lines)
+    if not statuses:
+        return None, "no stage had started its step: start-up or set-up took the whole timeout (raise timeout=)"
+    return None, "no stage is blocked in a send or receive (slow work? raise timeout=)\n" + "\n".join(lines)
+
+
+@contextlib.contextmanager
+def naming_stages() -> Iterator[str]:
+    """Inside this block, pipeline runs (``runs.measure``, ``traffic.P2PCounter``) write statuses;
+    a ``LaunchTimeout`` leaving it becomes a ``StageHang`` naming the stage and the message it
+    waits for. Yields the status folder."""
+    folder = tempfile.mkdtemp(prefix="lab_pipeline_status_")
+    before = os.environ.get(ENV)
+    os.environ[ENV] = folder  # launch copies the environment into every rank
+    try:
+        yield folder
+    except StageHang:
+        raise
+    except LaunchTimeout as err:
+        statuses = read_statuses(folder)
+        world = max(statuses, default=-1) + 1
+        stage, why = diagnose(statuses, world)
+        raise StageHang(f"{why}\n\n({err})", stage, statuses) from err
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+        shutil.rmtree(folder, ignore_errors=True)
