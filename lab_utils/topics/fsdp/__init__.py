@@ -17,11 +17,13 @@ Modules:
 - ``holdings``: bytes of parameters, gradients (FSDP2's unsharded ones too), optimizer state and
   all-gathered parameters a rank holds; the ZeRO formulas; ``MeteredBatches``, which measures
   between the micro-steps of an unchanged loop;
-- ``traffic``: collectives per kind, bytes sent on a ring, simulated time on a link;
+- ``traffic``: collectives per kind, bytes sent on a ring, simulated time on a link (overlapping
+  the compute, with ``lab_utils.overlap``);
+- ``refusal``: the installed Accelerate's own source for why ``LocalSGD`` refuses FSDP;
 - ``figures``: the lab's plotly figures;
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.fsdp import exercises, figures, holdings, traffic, workload
+from lab_utils.topics.fsdp import exercises, figures, holdings, refusal, traffic, workload
 
-__all__ = ["exercises", "figures", "holdings", "traffic", "workload"]
+__all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload"]

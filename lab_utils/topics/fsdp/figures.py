@@ -1,10 +1,10 @@
 """Lab 7's figures: data measured in the lab in, a plotly figure out.
 
 from lab_utils.topics.fsdp import figures
-figures.holdings(held, param_bytes)        # bytes per rank: DDP vs FSDP2, with the ZeRO formulas
+figures.holdings(held, param_bytes)        # bytes per rank of each setup, with the ZeRO formulas
 figures.traffic(ops, param_bytes)          # collectives of one step, in parameter bytes P
 figures.accumulation(held_by_mode, rs_bytes_by_mode)   # gradient bytes between micro-steps
-figures.links(seconds_by_link)             # simulated communication per update on each link
+figures.links(seconds_by_link)             # simulated seconds per update on each link
 figures.checkpointing(saved_by_setup)      # bytes saved for backward by one forward
 """
 
@@ -26,10 +26,10 @@ MIB = 2**20
 
 
 def holdings(held: Mapping[int, Sequence[Mapping[str, Any]]], param_bytes: int) -> go.Figure:
-    """Stacked bars of rank 0's measured bytes (DDP and FSDP2 at each world size), with the
-    ZeRO stage 0-3 formulas' totals as markers."""
+    """Stacked bars of rank 0's measured bytes (each setup at each world size: ``held[world][0]``
+    maps a setup to ``{"bytes": ...}``), with the ZeRO stage 0-3 formulas' totals as markers."""
     fig = go.Figure()
-    cols = [(m, w) for w in held for m in ("DDP", "FSDP2")]
+    cols = [(m, w) for w in held for m, r in held[w][0].items() if isinstance(r, Mapping) and "bytes" in r]
     names = [f"{m}<br>{w} ranks" for m, w in cols]
     for i, kind in enumerate(KINDS):
         ys = [held[w][0][m]["bytes"][kind] / MIB for m, w in cols]
@@ -92,7 +92,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
 
 
 def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
-    """Simulated communication seconds per update (``{link: {mode: seconds}}``), log scale."""
+    """Simulated seconds per update (``{link: {mode: seconds}}``), log scale."""
     fig = go.Figure()
     modes = list(next(iter(seconds.values())))
     for i, mode in enumerate(modes):
@@ -100,7 +100,7 @@ def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
             go.Bar(x=list(seconds), y=[s[mode] for s in seconds.values()], name=mode, marker_color=PALETTE[i])
         )
     fig.update_layout(barmode="group")
-    style(fig, title=simulated("Communication per update on each link"), yaxis="seconds (log)")
+    style(fig, title=simulated("One update on each link, collectives overlapping compute"), yaxis="seconds (log)")
     fig.update_yaxes(type="log")
     return fig
 

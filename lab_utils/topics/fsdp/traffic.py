@@ -3,14 +3,17 @@
     from lab_utils.topics.fsdp import traffic
     traffic.per_op(counter.events)                       # {'all_gather_single': {'count', 'bytes'}, ...}
     traffic.sent_per_rank(counter.events, world_size=2)  # bytes one rank sends on a ring
-    traffic.simulated_seconds(counter.events, LINKS["10GbE"], world_size=2)   # per step, a model
+    traffic.simulated_seconds(counter.events, LINKS["10GbE"], world_size=2)   # per step, one after another
+    traffic.update_seconds(counter.events, k=4, depth=4, forward_s=f, backward_s=b,
+                           link=LINKS["10GbE"], world_size=2)    # overlapped with compute, and serial
 
 Bytes as ``CommCounter`` records them: an all-reduce its buffer, an all-gather its gathered
 (full) output, a reduce-scatter this rank's output chunk. On a ring each rank sends
 ``2 (p-1)/p n`` for an all-reduce of ``n`` bytes, ``(p-1)/p n`` for an all-gather of ``n``
 gathered bytes and ``(p-1) c`` for a reduce-scatter of chunk ``c``: so an all-reduce costs one
 reduce-scatter plus one all-gather. The simulated time is ``lab_utils.simnet``'s alpha-beta
-model, collectives one after another (no overlap with compute: a model, labelled simulated).
+model: ``simulated_seconds`` adds collectives one after another; ``update_seconds`` lets them
+overlap the compute with ``lab_utils.overlap`` (see its docstring for what it assumes).
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from lab_utils.simnet import Link, simulate
+from lab_utils.overlap import Bucket, backward_with_comm
+from lab_utils.simnet import Link, collective_seconds, simulate
 
-__all__ = ["per_op", "sent_per_rank", "simulated_seconds", "SIMNET_NAME"]
+__all__ = ["per_op", "sent_per_rank", "simulated_seconds", "micro_step_buckets", "update_seconds", "SIMNET_NAME"]
 
 # simnet names the collectives as the older torch.distributed functions; FSDP2 calls the *_single ones.
 SIMNET_NAME = {"all_gather_single": "all_gather_into_tensor", "reduce_scatter_single": "reduce_scatter_tensor"}
@@ -65,3 +69,52 @@ def simulated_seconds(events: Iterable[Any], link: Link, *, world_size: int) -> 
         op, nbytes, step = _fields(e)
         renamed.append({"op": SIMNET_NAME.get(op, op), "nbytes": nbytes, "step": step})
     return simulate(renamed, link, world_size)
+
+
+def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, backward_s: float) -> list[Bucket]:
+    """One FSDP2 micro-step's counted collectives (in the order they ran) as buckets on a timeline
+    of ``forward_s + backward_s`` seconds of compute, ``depth`` equal blocks: the first ``depth``
+    all-gathers are the forward's (block b's is issued when block b - 1 starts: prefetched one
+    block ahead), the later ones the backward's (the same, in reverse block order), and each
+    reduce-scatter is ready when its block's backward ends."""
+    f, b = forward_s / depth, backward_s / depth
+    gathers = reduces = 0
+    out = []
+    for e in events:
+        op, nbytes, _ = _fields(e)
+        if op.startswith("all_gather"):
+            i = gathers  # forward: block i; backward: block depth - 1 - (i - depth)
+            ready = max(i - 1, 0) * f if i < depth else forward_s + max(i - depth - 1, 0) * b
+            gathers += 1
+        elif op.startswith("reduce_scatter"):
+            reduces += 1
+            ready = forward_s + reduces * b
+        else:
+            raise ValueError(f"op={op!r}: an FSDP2 micro-step has all-gathers and reduce-scatters only")
+        out.append(Bucket(min(ready, forward_s + backward_s), nbytes, SIMNET_NAME.get(op, op)))
+    return out
+
+
+def update_seconds(
+    events: Iterable[Any], *, k: int, depth: int, forward_s: float, backward_s: float, link: Link, world_size: int
+) -> dict[str, float]:
+    """Simulated seconds of the first update (``k`` micro-steps; counter steps as ``MeteredBatches``
+    marks them) on ``link``: ``"overlapped"``, each micro-step's collectives queued on the link as
+    ``micro_step_buckets`` makes them ready while the compute goes on
+    (``lab_utils.overlap.backward_with_comm``), and ``"serial"``, the compute then every collective
+    one after another. The overlapped model assumes a prefetched all-gather never stalls its block
+    (a late one only delays the end of the micro-step), so it is a bound from below, as ``serial``
+    is one from above."""
+    by_step: dict[int, list] = {}
+    for e in events:
+        by_step.setdefault(_fields(e)[2], []).append(e)
+    micro = [evs for _, evs in sorted(by_step.items())][:k]
+    if len(micro) < k:
+        raise ValueError(f"k={k}: the events hold only {len(micro)} micro-steps with collectives")
+    compute = forward_s + backward_s
+    overlapped = serial = 0.0
+    for evs in micro:
+        buckets = micro_step_buckets(evs, depth=depth, forward_s=forward_s, backward_s=backward_s)
+        overlapped += backward_with_comm(buckets, compute, link, world_size).end_s
+        serial += compute + sum(collective_seconds(bk.op, bk.nbytes, world_size, link) for bk in buckets)
+    return {"overlapped": overlapped, "serial": serial}

@@ -5,6 +5,7 @@
     x, y = workload.dataset(n=64, width=128)
     mine = workload.micro_batches(x, y, k=4, rank=0, world_size=2)   # this rank's K micro-batches
     ref = workload.large_batch_reference(x, y, width=128, depth=4, lr=1e-3)   # one process
+    fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16)    # one micro-step, measured
 
 Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
 uses ``world_size * k`` micro-batches of equal size, each sample on one rank only, so the
@@ -19,8 +20,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import models
+from lab_utils.timing import time_fn
 
-__all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params"]
+__all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params", "compute_seconds"]
 
 
 def model(width: int = 128, depth: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
@@ -66,3 +68,14 @@ def flat_params(net: nn.Module) -> torch.Tensor:
     """All parameters in one flat float64 vector; sharded ones (DTensors) gathered first."""
     full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in net.parameters()]
     return torch.cat([p.detach().double().reshape(-1) for p in full])
+
+
+def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> tuple[float, float]:
+    """Measured seconds of one forward and of one backward of the whole (unsharded) model on a
+    micro-batch of ``batch`` samples in this process (medians after a warm-up): the compute that
+    a simulated link's collectives can hide behind."""
+    net = model(width, depth)
+    x, y = dataset(batch, width)
+    forward = time_fn(lambda: F.mse_loss(net(x), y), repeat=repeat).median
+    both = time_fn(lambda: F.mse_loss(net(x), y).backward(), repeat=repeat).median
+    return forward, max(both - forward, 0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab_utils.simnet import LINKS, collective_seconds
+from lab_utils.simnet import LINKS, Link, collective_seconds
 from lab_utils.topics.fsdp import traffic
 from tests.topics.fsdp.conftest import DEPTH, PARAM_BYTES, K
 
@@ -48,3 +48,56 @@ def test_simulated_seconds_use_simnet_under_its_names():
         pytest.approx(collective_seconds("reduce_scatter_tensor", 2000, 2, link)),
     ]
     assert secs[0] == pytest.approx(link.latency_s + 2000 / link.bandwidth_Bps)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_counted_order_is_what_micro_step_buckets_assumes(runs):
+    """Per micro-step FSDP2 first gathers every block for the forward, then (backward) gathers and
+    reduce-scatters; the last micro-step (sync on) reduce-scatters each block once."""
+    by_step: dict[int, list[str]] = {}
+    for e in runs[0]["events"]:
+        by_step.setdefault(e.step, []).append(e.op)
+    steps = [ops for _, ops in sorted(by_step.items())]
+    assert len(steps) == K
+    for i, ops in enumerate(steps):
+        assert ops[:DEPTH] == ["all_gather_single"] * DEPTH
+        assert ops[DEPTH:].count("all_gather_single") == DEPTH
+        assert ops.count("reduce_scatter_single") == (DEPTH if i == K - 1 else 0)
+
+
+def _micro(step, rs=True):
+    ag = {"op": "all_gather_single", "nbytes": 1000, "step": step}
+    rsc = [{"op": "reduce_scatter_single", "nbytes": 500, "step": step}] if rs else []
+    return [ag, ag, ag, *rsc, ag, *rsc]  # depth 2: forward, then backward
+
+
+def test_micro_step_buckets_prefetch_gathers_and_ready_scatters_after_each_block():
+    buckets = traffic.micro_step_buckets(_micro(0), depth=2, forward_s=2.0, backward_s=4.0)
+    assert [b.op for b in buckets] == ["all_gather_into_tensor"] * 3 + ["reduce_scatter_tensor"] + [
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+    ]
+    # forward blocks 1 s each, backward 2 s each: gathers one block ahead, scatters at each block's end
+    assert [b.ready_s for b in buckets] == pytest.approx([0.0, 0.0, 2.0, 4.0, 2.0, 6.0])
+    with pytest.raises(ValueError, match="op='all_reduce'"):
+        traffic.micro_step_buckets([{"op": "all_reduce", "nbytes": 1, "step": 0}], depth=1, forward_s=1, backward_s=1)
+
+
+def test_update_seconds_hides_what_it_can_and_bounds_the_serial_sum():
+    link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)
+    rs = collective_seconds("reduce_scatter_tensor", 500, 2, link)  # 0.5 ms
+    ag = collective_seconds("all_gather_into_tensor", 1000, 2, link)
+    events = [e for s in range(3) for e in _micro(s)]
+    got = traffic.update_seconds(events, k=3, depth=2, forward_s=2.0, backward_s=4.0, link=link, world_size=2)
+    # a fast link: every collective hides behind compute but the last block's reduce-scatter
+    assert got["overlapped"] == pytest.approx(3 * (6.0 + rs))
+    assert got["serial"] == pytest.approx(3 * (6.0 + 4 * ag + 2 * rs))
+    quiet = [e for s in range(2) for e in _micro(s, rs=False)] + _micro(2)
+    fewer = traffic.update_seconds(quiet, k=3, depth=2, forward_s=2.0, backward_s=4.0, link=link, world_size=2)
+    assert fewer["overlapped"] == pytest.approx(18.0 + rs)  # sync on the last micro-step only
+    slow = Link("slow", latency_s=0.0, bandwidth_Bps=100.0)  # 5 s per gather: the link sets the pace
+    got = traffic.update_seconds(events, k=3, depth=2, forward_s=2.0, backward_s=4.0, link=slow, world_size=2)
+    assert 3 * 6.0 < got["overlapped"] < got["serial"]
+    with pytest.raises(ValueError, match="k=4"):
+        traffic.update_seconds(events, k=4, depth=2, forward_s=2.0, backward_s=4.0, link=link, world_size=2)

@@ -27,3 +27,9 @@ def test_reference_is_adamw_on_the_whole_batch():
     opt.step()
     assert torch.equal(got, workload.flat_params(net))
     assert not torch.equal(got, workload.flat_params(workload.model(4, 2)))  # it did train
+
+
+def test_compute_seconds_are_measured_and_grow_with_the_batch():
+    small = workload.compute_seconds(width=64, depth=2, batch=8, repeat=2)
+    big = workload.compute_seconds(width=64, depth=2, batch=1024, repeat=2)
+    assert all(s > 0 for s in small) and sum(big) > sum(small)
