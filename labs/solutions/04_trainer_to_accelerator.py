@@ -49,23 +49,23 @@ def loop_from_args(args, model, train_ds):
     ### END SOLUTION
 
 
-# %% exercise="hf-by-hand"
-def train_by_hand(accelerator, model, optimizer, batches):
-    """What accumulate() does, written out: for each (x, y) in batches, backpropagate
-    mse_loss(model(x), y) with accelerator.backward; the gradients of a window of
-    accelerator.gradient_accumulation_steps micro-batches are all-reduced ONCE, at its end,
-    and only then does the optimizer step and zero them. No accelerator.accumulate here."""
-    ### BEGIN SOLUTION
-    k = accelerator.gradient_accumulation_steps
-    for i, (x, y) in enumerate(batches):
-        sync = (i + 1) % k == 0
-        # forward AND backward inside no_sync, or DDP all-reduces anyway
-        with contextlib.nullcontext() if sync else accelerator.no_sync(model):
-            accelerator.backward(torch.nn.functional.mse_loss(model(x), y))  # divides by k
-        if sync:
-            optimizer.step()
-            optimizer.zero_grad()
-    ### END SOLUTION
+# %% exercise="hf-own-loss"
+CLASS_WEIGHTS = torch.tensor([1.0, 3.0])  # class 1 counts three times as much
+
+
+class WeightedLossTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """Cross-entropy weighted by CLASS_WEIGHTS, a mean over this micro-batch (what
+        torch.nn.functional.cross_entropy(logits, labels, weight=...) returns); the Trainer must
+        divide it by the accumulation steps exactly once (section 3)."""
+        ### BEGIN SOLUTION
+        self.loss_is_scaled_for_ga = False  # a per-micro-batch mean: the Trainer divides it
+        labels = inputs["labels"]
+        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        weight = CLASS_WEIGHTS.to(outputs.logits.device)
+        loss = torch.nn.functional.cross_entropy(outputs.logits, labels, weight=weight)
+        return (loss, outputs) if return_outputs else loss
+        ### END SOLUTION
 
 
 # %% exercise="hf-scaled-loss"

@@ -8,26 +8,26 @@
         out = accelerate_loop(...)                         # (the loop is a lab cell)
     launch(hf.meters.metered(accelerate_loop), world_size=2, kwargs=job)
     hf.figures.sync_timeline(ranks[0])
-    hf.exercises.check_by_hand(train_by_hand)
+    hf.exercises.check_loop_from_args(loop_from_args)
 
 Modules, one concept each (each loaded on first use, so ranks import only what they need):
 
 - ``data``: the classification job (splits that record their read order, tiny GPT-2, accuracy/F1).
 - ``names``: other renames from transformers 4.x to 5 (not exercise 1's three).
-- ``trainer``: the Trainer's loss-scaling belief, ``TrainerMeter`` and ``summary`` of a run.
-- ``meters``: ``LoopMeter`` / ``metered``: per micro-batch sync flags, all-reduces, real steps.
+- ``trainer``: ``TrainerMeter`` (micro-batch losses, from outside) and ``summary`` of a run's log.
+- ``meters``: ``LoopMeter`` / ``metered`` / ``metered_each``: per micro-batch and per backward sync
+  flags, all-reduces, real steps, gradient norms.
 - ``mechanics``: Accelerate's pieces measured alone (backward's division inside and outside
   accumulate, token-count normalisation).
 - ``guards``: the launch traps (an Accelerator in the kernel, a taken port, one process only).
 - ``scripts``: the job as ``accelerate launch`` / ``torchrun`` commands, and running them.
-- ``handsync``: a hand-written accumulation loop next to ``accumulate()`` on one rank.
 - ``figures``: the lab's plotly figures; ``exercises``: the graders.
 """
 
 import importlib
 from types import ModuleType
 
-__all__ = ["data", "names", "trainer", "meters", "mechanics", "guards", "scripts", "handsync", "figures", "exercises"]
+__all__ = ["data", "names", "trainer", "meters", "mechanics", "guards", "scripts", "figures", "exercises"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -3,7 +3,7 @@
     from lab_utils.topics.hf import exercises
     exercises.check_names(answer)                 # 1: the talk's TrainingArguments, today's names
     exercises.check_loop_from_args(loop_from_args) # 2: an Accelerate loop == the Trainer's losses
-    exercises.check_by_hand(train_by_hand)         # 3: no_sync by hand == accumulate(), on 2 ranks
+    exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)  # 3: your own loss, divided once
     exercises.check_scaled_loss(scaled_loss)       # 4: a token-normalised loss through accelerator.backward
 
 Each prints ○ (not attempted), ✓, or raises ✗ with a hint (``lab_utils.checks.grader``).
@@ -21,8 +21,6 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
 from lab_utils.checks import grader
-from lab_utils.launch import launch
-from lab_utils.topics.hf import handsync
 from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.guards import reset_accelerate_state
 from lab_utils.topics.hf.trainer import TrainerMeter
@@ -32,7 +30,7 @@ __all__ = [
     "exercise_args",
     "trainer_losses",
     "check_loop_from_args",
-    "check_by_hand",
+    "check_own_loss",
     "check_scaled_loss",
 ]
 
@@ -43,7 +41,7 @@ _TALK_NAMES = ("evaluation_strategy", "gradient_checkpointing", "no_cuda")  # th
 
 @grader(
     "Exercise 1 · the talk's arguments, today",
-    hint="section 1's Trainer cell spells them today's way; section 6 shows the old ones fail",
+    hint="section 6 shows which of the talk's names fail or warn; the warning names one replacement",
 )
 def check_names(answer: Mapping[str, Any]) -> str:
     assert isinstance(answer, Mapping), f"answer is a {type(answer).__name__}: write the keyword arguments as a dict"
@@ -93,11 +91,11 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
-    model.accepts_loss_kwargs = False  # this model's loss is a plain mean (section 3)
     reset_accelerate_state()
     try:
-        with TrainerMeter(batches=0) as meter:
+        with TrainerMeter() as meter:
             trainer = Trainer(model=model, args=args, train_dataset=train_ds)
+            trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
             trainer.remove_callback(PrinterCallback)
             trainer.train()
     finally:
@@ -128,24 +126,72 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     return f"{len(got)} micro-batch losses equal to the Trainer's"
 
 
-# ----------------------------------------------------------------------------- 3. no_sync by hand
+# ----------------------------------------------------------------------------- 3. your own loss
+_OWN_K, _OWN_B = 4, 4  # one window of 4 micro-batches of 4 sequences
+
+
+def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], weights: torch.Tensor) -> tuple:
+    """The gradient norm and mean loss of the window's mean of weighted micro-batch losses, at ``model``."""
+    model.zero_grad()
+    losses = []
+    for k in range(_OWN_K):
+        items = [train_ds[i] for i in order[k * _OWN_B : (k + 1) * _OWN_B]]
+        batch = {key: torch.stack([it[key] for it in items]) for key in items[0]}
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = torch.nn.functional.cross_entropy(logits, batch["labels"], weight=weights)
+        (loss / _OWN_K).backward()
+        losses.append(loss.item())
+    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)).item()
+    return norm, sum(losses) / _OWN_K
+
+
 @grader(
-    "Exercise 3 · accumulate() by hand with no_sync",
-    hint="reread section 3: what accumulate() does on a micro-batch that does not end a window",
+    "Exercise 3 · your own loss in the Trainer",
+    hint="reread section 3: what the Trainer believes about a loss, and its setting loss_is_scaled_for_ga",
 )
-def check_by_hand(train_by_hand: Callable[..., Any]) -> str:
-    ranks = launch(handsync.compare_on_rank, world_size=2, args=(train_by_hand,), timeout=240)
-    for rank, r in enumerate(ranks):
-        assert r["moved"] > 1e-3, "the reference did not train: report this"
-        assert r["gap"] <= 1e-6, (
-            f"rank {rank}: your parameters differ from accumulate()'s by up to {r['gap']:.2g} "
-            f"(which micro-batches step the optimizer, and by how much is each loss scaled?)"
+def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
+    assert isinstance(trainer_cls, type) and issubclass(trainer_cls, Trainer), "write a subclass of Trainer"
+    weights = torch.as_tensor(class_weights, dtype=torch.float32)
+    offline()
+    train_ds, _ = make_splits(_OWN_K * _OWN_B, 1)
+    with tempfile.TemporaryDirectory() as d:
+        args = TrainingArguments(
+            output_dir=d,
+            per_device_train_batch_size=_OWN_B,
+            gradient_accumulation_steps=_OWN_K,
+            num_train_epochs=1,
+            learning_rate=1e-3,
+            optim="sgd",
+            max_grad_norm=1e9,  # never clips, but logs the norm
+            logging_steps=1,
+            report_to="none",
+            save_strategy="no",
+            disable_tqdm=True,
+            seed=3,
+            use_cpu=not torch.cuda.is_available(),
         )
-        assert r["collectives"] == r["reference_collectives"], (
-            f"rank {rank}: your loop made {r['collectives']} gradient all-reduces, "
-            f"accumulate() makes {r['reference_collectives']} (one per window)"
-        )
-    return f"same parameters as accumulate() on {len(ranks)} ranks, {ranks[0]['collectives']} all-reduces each"
+        reset_accelerate_state()
+        try:
+            trainer = trainer_cls(model=build_model(), args=args, train_dataset=train_ds)
+            trainer.remove_callback(PrinterCallback)
+            trainer.train()
+        finally:
+            reset_accelerate_state()
+    logs = [h for h in trainer.state.log_history if "grad_norm" in h]
+    assert logs, "the Trainer logged no update: did train() run?"
+    want_norm, want_loss = _reference_window(build_model(), train_ds, list(train_ds.order), weights)
+    got_norm, got_loss = logs[0]["grad_norm"], logs[0]["loss"]
+    ratio, loss_ratio = got_norm / want_norm, got_loss / want_loss
+    assert abs(ratio - loss_ratio) <= 1e-3 * max(ratio, loss_ratio), (
+        f"the Trainer logged a loss of {got_loss:.4f} for the window and a gradient norm of {got_norm:.4g}; the "
+        f"mean of the weighted cross-entropy of its micro-batches gives {want_loss:.4f} and {want_norm:.4g}, not "
+        f"in the same ratio (is your loss weighted by class_weights and a mean over the micro-batch?)"
+    )
+    assert abs(ratio - 1) <= 1e-4, (
+        f"the gradient of the window is {ratio:.3g}x the gradient of the mean of its micro-batch losses "
+        f"(who divides by the {_OWN_K} accumulation steps, and how many times?)"
+    )
+    return f"the window's gradient is the mean of {_OWN_K} weighted micro-batch losses (norm {got_norm:.3g})"
 
 
 # ----------------------------------------------------------------------------- 4. through accelerator.backward

@@ -1,8 +1,7 @@
-"""Lab 4's figures: the cost table, the two runs' losses, what happens on each micro-batch of a
+"""Lab 4's figures: two or more runs' losses, what happens on each micro-batch of a
 multi-process run, and learning-rate schedules.
 
     from lab_utils.topics.hf import figures
-    figures.cost_table(rows)                  # rows: {"plain": trainer.summary(...), ...}
     figures.loss_match({"Trainer": losses, "Accelerate loop": losses2}, grad_accum=1)
     figures.sync_timeline(rank_run)           # one rank's meters.metered(loop) result
     figures.lr_schedules({"prepared": lrs, "not prepared": lrs2})
@@ -18,38 +17,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, lines, style
 
-__all__ = ["cost_table", "loss_match", "sync_timeline", "lr_schedules"]
-
-
-def cost_table(rows: Mapping[str, Mapping[str, Any]], *, title: str = "") -> go.Figure:
-    """Three bar panels (time, samples/s, memory) for runs keyed by configuration name.
-
-    Memory is the CUDA peak when the runs have one, else the bytes saved for backward."""
-    names = list(rows)
-    cuda = all(r.get("cuda_peak_bytes") for r in rows.values())
-    mem_key, mem_title = ("cuda_peak_bytes", "CUDA peak (MiB)") if cuda else ("saved_bytes", "saved for backward (MiB)")
-    panels = [
-        ("seconds", "time (s)", "{:.1f}"),
-        ("samples_per_second", "samples / s", "{:.1f}"),
-        (mem_key, mem_title, "{:.2f}"),
-    ]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[p[1] for p in panels])
-    for col, (key, _, fmt) in enumerate(panels, start=1):
-        ys = [float(rows[n][key] or 0) / (2**20 if key == mem_key else 1) for n in names]
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=ys,
-                text=[fmt.format(v) for v in ys],
-                textposition="auto",
-                marker_color=PALETTE[: len(names)],
-                showlegend=False,
-            ),
-            row=1,
-            col=col,
-        )
-    style(fig, title=title or "Same samples, three ways to train them", height=380)
-    return fig
+__all__ = ["loss_match", "sync_timeline", "lr_schedules"]
 
 
 def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, title: str = "") -> go.Figure:

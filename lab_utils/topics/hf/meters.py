@@ -5,12 +5,16 @@
         out = accelerate_loop(...)
     meter.record["sync"]                      # accelerator.sync_gradients after each micro-batch
     launch(meters.metered(accelerate_loop), world_size=2, kwargs=job)   # the same, on each rank
+    launch(meters.metered_each({"a": (loop_a, {}), "b": (loop_b, {"x": 1})}), 2, kwargs=job)
 
-While the block runs, ``Accelerator.prepare`` and ``Accelerator.accumulate`` are wrapped (for
-every Accelerator, as the loop builds its own): ``prepare`` attaches a ``CommCounter`` to the DDP
-model and a step counter to the real optimizer; leaving ``accumulate`` closes a micro-batch and
-records its sync flag, the collectives and bytes it made, the real optimizer steps so far, the
-scheduler's position and learning rate, and (from a dataset with ``record=True``) the data order.
+While the block runs, ``Accelerator.prepare``, ``accumulate``, ``backward`` and ``clip_grad_norm_``
+are wrapped (for every Accelerator, as the loop builds its own): ``prepare`` attaches a
+``CommCounter`` to the DDP model and a step counter to the real optimizer; leaving ``accumulate``
+closes a micro-batch and records its sync flag, the collectives and bytes it made, the real
+optimizer steps so far, the scheduler's position and learning rate, and (from a dataset with
+``record=True``) the data order. Each ``backward`` call records the collectives it made and
+``accelerator.sync_gradients`` at that moment (so a loop without ``accumulate`` is seen too), and
+each ``clip_grad_norm_`` the total norm it returned (before clipping).
 """
 
 from __future__ import annotations
@@ -24,10 +28,21 @@ import torch
 from accelerate import Accelerator
 
 from lab_utils.comm import CommCounter
+from lab_utils.topics.hf.guards import reset_accelerate_state
 
-__all__ = ["LoopMeter", "metered", "window_means", "loss_gap"]
+__all__ = ["LoopMeter", "metered", "metered_each", "window_means", "loss_gap"]
 
-_KEYS = ("sync", "collectives", "comm_bytes", "optimizer_steps", "scheduler_steps", "lrs_micro")
+_KEYS = (
+    "sync",
+    "collectives",
+    "comm_bytes",
+    "optimizer_steps",
+    "scheduler_steps",
+    "lrs_micro",
+    "backward_sync",
+    "backward_collectives",
+    "grad_norms",
+)
 
 
 class LoopMeter:
@@ -40,7 +55,7 @@ class LoopMeter:
         self._scheduler: Any = None
         self._datasets: list[Any] = []
         self._seen = (0, 0)
-        self._saved: tuple[Any, Any] | None = None
+        self._saved: tuple[Any, ...] | None = None
 
     def _watch(self, accelerator: Accelerator, prepared: tuple) -> None:
         for obj in prepared:
@@ -72,8 +87,13 @@ class LoopMeter:
             rec["lrs_micro"].append(float(self._scheduler.get_last_lr()[0]))
         self._seen = (n, nbytes)
 
+    def _after_backward(self, accelerator: Accelerator, before: int) -> None:
+        self.record["backward_sync"].append(bool(accelerator.sync_gradients))
+        self.record["backward_collectives"].append(len(self.counter.events) - before)
+
     def __enter__(self) -> LoopMeter:
         prepare, accumulate, meter = Accelerator.prepare, Accelerator.accumulate, self
+        backward, clip = Accelerator.backward, Accelerator.clip_grad_norm_
 
         def watched_prepare(acc: Accelerator, *args: Any, **kwargs: Any) -> Any:
             out = prepare(acc, *args, **kwargs)
@@ -86,13 +106,26 @@ class LoopMeter:
                 yield
             meter._close_micro_batch(acc)
 
-        self._saved = (prepare, accumulate)
+        def watched_backward(acc: Accelerator, loss: Any, **kwargs: Any) -> Any:
+            before = len(meter.counter.events)
+            out = backward(acc, loss, **kwargs)
+            meter._after_backward(acc, before)
+            return out
+
+        def watched_clip(acc: Accelerator, *args: Any, **kwargs: Any) -> Any:
+            norm = clip(acc, *args, **kwargs)
+            meter.record["grad_norms"].append(float(norm))
+            return norm
+
+        self._saved = (prepare, accumulate, backward, clip)
         Accelerator.prepare, Accelerator.accumulate = watched_prepare, watched_accumulate
+        Accelerator.backward, Accelerator.clip_grad_norm_ = watched_backward, watched_clip
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        Accelerator.prepare, Accelerator.accumulate = self._saved
+        Accelerator.prepare, Accelerator.accumulate, Accelerator.backward, Accelerator.clip_grad_norm_ = self._saved
         self.record["order"] = [i for ds in self._datasets for i in ds.order]
+        self.record["total_optimizer_steps"] = self._opt_steps
 
 
 @dataclass
@@ -108,6 +141,23 @@ class metered:  # noqa: N801 - used like a function: launch(metered(loop), ...)
         if not isinstance(out, dict):
             raise TypeError(f"metered({getattr(self.fn, '__name__', self.fn)}) needs a function returning a dict")
         return {**out, **meter.record}
+
+
+@dataclass
+class metered_each:  # noqa: N801 - used like a function: launch(metered_each({...}), ...)
+    """Several loops run one after another in the same process, each inside its own ``LoopMeter``
+    and with a fresh Accelerator state: ``{name: (fn, extra_kwargs)}`` -> ``{name: fn's record}``.
+    The call's own arguments go to every loop, so they train the same job. Picklable for ``launch``."""
+
+    runs: dict[str, tuple[Callable[..., dict[str, Any]], dict[str, Any]]]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name, (fn, extra) in self.runs.items():
+            reset_accelerate_state()
+            out[name] = metered(fn)(*args, **{**kwargs, **extra})
+        reset_accelerate_state()
+        return out
 
 
 def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:

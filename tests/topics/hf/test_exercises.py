@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import math
 
 import pytest
@@ -10,9 +10,10 @@ import torch
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
-from transformers import get_scheduler
+from transformers import Trainer, get_scheduler
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.solutions import solution
 from lab_utils.topics.hf import exercises
 
 
@@ -32,7 +33,6 @@ def _fails(grader, *args):
     [
         exercises.check_names,
         exercises.check_loop_from_args,
-        exercises.check_by_hand,
         exercises.check_scaled_loss,
     ],
 )
@@ -42,6 +42,46 @@ def test_stubs_are_not_attempted(grader):
         assert grader(stub) == NOT_ATTEMPTED
 
 
+# exercise 3 from the solutions file: the answer, and the same cell with its answer stubbed out
+_own = solution("04_trainer_to_accelerator", "hf-own-loss", {"torch": torch, "Trainer": Trainer})
+WeightedLossTrainer, CLASS_WEIGHTS = _own["WeightedLossTrainer"], _own["CLASS_WEIGHTS"]
+
+
+class _StubbedTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        raise NotImplementedError()
+
+
+class _TrustsTheGuess(WeightedLossTrainer):
+    """The right loss, but the Trainer is left to guess (None): it believes the model scaled it."""
+
+    def compute_loss(self, *args, **kwargs):
+        out = super().compute_loss(*args, **kwargs)
+        self.loss_is_scaled_for_ga = None
+        return out
+
+
+class _DividesTwice(WeightedLossTrainer):
+    """Divides by the accumulation steps itself, and lets the Trainer divide too."""
+
+    def compute_loss(self, *args, **kwargs):
+        return super().compute_loss(*args, **kwargs) / self.args.gradient_accumulation_steps
+
+
+class _Unweighted(Trainer):
+    """The model's own (unweighted) loss, divided once."""
+
+    loss_is_scaled_for_ga = False
+
+
+def test_own_loss_passes_the_solution_and_fails_each_wrong_division():
+    assert exercises.check_own_loss(_StubbedTrainer, CLASS_WEIGHTS) == NOT_ATTEMPTED
+    exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)
+    assert "4x the gradient" in _fails(exercises.check_own_loss, _TrustsTheGuess, CLASS_WEIGHTS)
+    assert "0.25x the gradient" in _fails(exercises.check_own_loss, _DividesTwice, CLASS_WEIGHTS)
+    assert "weighted cross-entropy" in _fails(exercises.check_own_loss, _Unweighted, CLASS_WEIGHTS)
+
+
 def test_names_rejects_the_talks_names():
     talk = dict(evaluation_strategy="epoch", gradient_accumulation_steps=4, gradient_checkpointing=True)
     assert "talk's names" in _fails(exercises.check_names, talk)
@@ -49,74 +89,32 @@ def test_names_rejects_the_talks_names():
     _fails(exercises.check_names, warns)
 
 
-def _loop(args, model, train_ds, *, accumulate=True):
-    accelerator = Accelerator(
-        gradient_accumulation_steps=args.gradient_accumulation_steps if accumulate else 1,
-        cpu=True,
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed),
-    )
-    set_seed(args.seed)
-    train_dl = DataLoader(train_ds, batch_size=args.per_device_train_batch_size, shuffle=True)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=0.0)
-    updates = math.ceil(len(train_dl) / args.gradient_accumulation_steps)
-    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, args.warmup_steps, updates)
-    model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
-    losses = []
-    for batch in train_dl:
-        with accelerator.accumulate(model):
-            loss = model(**batch).loss
-            accelerator.backward(loss)
-            if accelerator.sync_gradients:
-                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-        losses.append(loss.item())
-    return losses
+# the instructor's answer itself, run from labs/solutions (not a copy of it)
+right_loop = solution(
+    "04_trainer_to_accelerator",
+    "hf-loop-from-args",
+    {
+        "torch": torch,
+        "math": math,
+        "Accelerator": Accelerator,
+        "DataLoaderConfiguration": DataLoaderConfiguration,
+        "DataLoader": DataLoader,
+        "set_seed": set_seed,
+        "get_scheduler": get_scheduler,
+    },
+)["loop_from_args"]
+
+
+def _ignores_accumulation(args, model, train_ds):
+    """The right loop, but it trains as if gradient_accumulation_steps were 1 (an update per micro-batch)."""
+    return right_loop(dataclasses.replace(args, gradient_accumulation_steps=1), model, train_ds)
 
 
 @pytest.mark.slow
 def test_loop_from_args_passes_the_right_loop_and_fails_one_without_accumulation():
-    exercises.check_loop_from_args(_loop)
-    msg = _fails(exercises.check_loop_from_args, lambda a, m, d: _loop(a, m, d, accumulate=False))
+    exercises.check_loop_from_args(right_loop)
+    msg = _fails(exercises.check_loop_from_args, _ignores_accumulation)
     assert "losses part at micro-batch" in msg
-
-
-def _no_no_sync(accelerator, model, optimizer, batches):
-    k = accelerator.gradient_accumulation_steps
-    for i, (x, y) in enumerate(batches):
-        accelerator.backward(torch.nn.functional.mse_loss(model(x), y))  # all-reduces every time
-        if (i + 1) % k == 0:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-def _step_every_micro_batch(accelerator, model, optimizer, batches):
-    for x, y in batches:
-        with accelerator.no_sync(model):
-            accelerator.backward(torch.nn.functional.mse_loss(model(x), y))
-        optimizer.step()
-        optimizer.zero_grad()
-
-
-def _forward_outside_no_sync(accelerator, model, optimizer, batches):
-    k = accelerator.gradient_accumulation_steps
-    for i, (x, y) in enumerate(batches):
-        sync = (i + 1) % k == 0
-        loss = torch.nn.functional.mse_loss(model(x), y)  # forward outside: DDP has prepared to sync
-        with contextlib.nullcontext() if sync else accelerator.no_sync(model):
-            accelerator.backward(loss)
-        if sync:
-            optimizer.step()
-            optimizer.zero_grad()
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("no_orphans")
-def test_by_hand_fails_without_no_sync_and_with_a_step_per_micro_batch():
-    assert "gradient all-reduces" in _fails(exercises.check_by_hand, _no_no_sync)
-    assert "gradient all-reduces" in _fails(exercises.check_by_hand, _forward_outside_no_sync)
-    assert "parameters differ" in _fails(exercises.check_by_hand, _step_every_micro_batch)
 
 
 def test_scaled_loss_fails_when_backwards_division_is_forgotten():

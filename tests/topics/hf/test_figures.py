@@ -14,6 +14,3 @@ def test_figures_plot_their_inputs():
     assert list(fig.data[0].y) == [0, 1] and list(fig.data[2].y) == [0, 2]
     fig = figures.lr_schedules({"a": [1.0, 0.5], "b": [1.0, 0.0]})
     assert [list(t.y) for t in fig.data] == [[1.0, 0.5], [1.0, 0.0]]
-    rows = {n: {"seconds": s, "samples_per_second": 1 / s, "saved_bytes": 2**20 * s} for n, s in (("a", 1), ("b", 2))}
-    fig = figures.cost_table(rows)
-    assert list(fig.data[2].y) == [1.0, 2.0]  # MiB
