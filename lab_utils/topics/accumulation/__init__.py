@@ -8,15 +8,17 @@ figures and exercise graders. The loops themselves are written in the lab's cell
     accumulation.mse_sum(model, mb), accumulation.count_items(mb)          # losses.py: sums and
     accumulation.lm_token_loss_sum(model, mb), accumulation.count_tokens(mb)  # the counts
     accumulation.reference.train_large_batch(model, opt, micro_batches, 4, loss_sum=...)  # reference.py
+    accumulation.datasets.lm_by_length(10, 4, 4)           # datasets.py: data that makes a point show
     accumulation.figures.gap(gaps)                         # figures.py: the lab's plotly figures
     accumulation.exercises.check_token_loss(token_loss)    # exercises.py: the graders
 """
 
-from lab_utils.topics.accumulation import exercises, figures, reference
+from lab_utils.topics.accumulation import datasets, exercises, figures, reference
 from lab_utils.topics.accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
 from lab_utils.topics.accumulation.windows import concat_batches, num_updates, window_sizes, windows
 
 __all__ = [
+    "datasets",
     "exercises",
     "figures",
     "reference",

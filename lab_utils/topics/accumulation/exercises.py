@@ -80,7 +80,7 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
 
 @grader(
     "Exercise 2 · clip the gradient norm once per window",
-    hint="reread the note on clipping in section 2.1: which gradient does one large batch clip?",
+    hint="reread section 2.6 on clipping: which gradient does one large batch clip?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
     """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm)`` must train like one

@@ -6,10 +6,13 @@ figures.token_weight([120, 40, 75, 90])                         # tokens per mic
 figures.learning_rates({"per update": lrs_a, "per micro-batch": lrs_b})
 figures.memory_speed([1, 2, 4], [1e6, 2e6, 4e6], [50, 80, 95])   # sizes, bytes, samples/s
 figures.seed_table(rows)                                        # seed 002's table, measured here
+figures.loss_curves({"SGD": [1.2, 0.8], "SGD, forgot / K": [1.2, float("inf")]})  # non-finite: cut off
+figures.generalisation_gaps({"batch 4": [0.3, 0.2], "batch 32": [0.1, 0.15]})  # one point per seed
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -17,7 +20,16 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import style
 
-__all__ = ["SETUPS", "gap", "token_weight", "learning_rates", "memory_speed", "seed_table"]
+__all__ = [
+    "SETUPS",
+    "gap",
+    "token_weight",
+    "learning_rates",
+    "loss_curves",
+    "generalisation_gaps",
+    "memory_speed",
+    "seed_table",
+]
 
 # The three setups of the seed's table, measured on the current device.
 SETUPS = ("batch B", "B/K x K", "B/K x K + checkpointing")
@@ -81,25 +93,66 @@ def token_weight(
     return fig
 
 
+def _lines(series: Mapping[str, Sequence[float | None]]) -> list[go.Scatter]:
+    # later runs drawn thinner and dashed, so a run that coincides with another stays visible
+    dashes, widths = ("solid", "dash", "dot", "dashdot"), (6, 4, 2, 2)
+    return [
+        go.Scatter(
+            x=list(range(len(v))),
+            y=list(v),
+            mode="lines+markers",
+            name=name,
+            line=dict(dash=dashes[i % 4], width=widths[i % 4]),
+        )
+        for i, (name, v) in enumerate(series.items())
+    ]
+
+
 def learning_rates(
     lrs: Mapping[str, Sequence[float]], *, title: str = "Learning rate at each optimizer update"
 ) -> go.Figure:
     """One line per run: the learning rate each update used."""
-    # later runs drawn thinner and dashed, so a run that coincides with another stays visible
-    dashes, widths = ("solid", "dash", "dot", "dashdot"), (6, 4, 2, 2)
-    fig = go.Figure(
-        [
-            go.Scatter(
-                x=list(range(len(v))),
-                y=list(v),
-                mode="lines+markers",
-                name=name,
-                line=dict(dash=dashes[i % 4], width=widths[i % 4]),
-            )
-            for i, (name, v) in enumerate(lrs.items())
-        ]
+    return style(go.Figure(_lines(lrs)), title=title, xaxis="optimizer update", yaxis="learning rate")
+
+
+def loss_curves(
+    curves: Mapping[str, Sequence[float]],
+    *,
+    title: str = "Loss after each optimizer update",
+    yaxis: str = "loss",
+    log_y: bool = True,
+) -> go.Figure:
+    """One line per run, against the optimizer update. A run that diverges is cut where its loss
+    stops being finite or exceeds 10x the largest starting loss (the axis stops there)."""
+    if not curves or any(len(v) == 0 for v in curves.values()):
+        raise ValueError("loss_curves(): every run needs at least one loss")
+    cap = 10 * max(abs(float(v[0])) for v in curves.values())
+    cut = {name: [float(y) if math.isfinite(y) and abs(y) <= cap else None for y in v] for name, v in curves.items()}
+    fig = style(go.Figure(_lines(cut)), title=title, xaxis="optimizer update", yaxis=yaxis)
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def generalisation_gaps(
+    gaps: Mapping[str, Sequence[float]],
+    *,
+    title: str = "Train accuracy minus validation accuracy, one point per seed",
+) -> go.Figure:
+    """One column of points per setting (one point per seed) and a bar at their mean."""
+    names = list(gaps)
+    means = [sum(gaps[n]) / len(gaps[n]) for n in names]
+    fig = go.Figure(go.Bar(x=names, y=means, name="mean", marker_color="#bbbbbb", opacity=0.6))
+    fig.add_trace(
+        go.Scatter(
+            x=[n for n in names for _ in gaps[n]],
+            y=[float(v) for n in names for v in gaps[n]],
+            mode="markers",
+            name="one seed",
+            marker=dict(color=_BAD, size=10),
+        )
     )
-    return style(fig, title=title, xaxis="optimizer update", yaxis="learning rate")
+    return style(fig, title=title, yaxis="train acc. - validation acc.")
 
 
 def memory_speed(

@@ -30,3 +30,13 @@ def test_memory_speed_and_learning_rates():
     assert list(fig.data[0].y) == [1.0, 2.0, 4.0] and list(fig.data[1].y) == [50.0, 80.0, 95.0]
     fig = figures.learning_rates({"a": [0.1, 0.05], "b": [0.1, 0.0]})
     assert [list(t.y) for t in fig.data] == [[0.1, 0.05], [0.1, 0.0]]
+
+
+def test_loss_curves_cut_a_diverging_run_and_gaps_show_every_seed():
+    fig = figures.loss_curves({"ok": [2.0, 1.0, 0.5], "diverges": [2.0, 30.0, float("nan")]})
+    assert list(fig.data[0].y) == [2.0, 1.0, 0.5] and list(fig.data[1].y) == [2.0, None, None]
+    with pytest.raises(ValueError, match="loss_curves"):
+        figures.loss_curves({"empty": []})
+    fig = figures.generalisation_gaps({"a": [0.1, 0.3], "b": [0.2]})
+    assert list(fig.data[0].y) == pytest.approx([0.2, 0.2]) and list(fig.data[1].y) == [0.1, 0.3, 0.2]
+    assert list(fig.data[1].x) == ["a", "a", "b"]
