@@ -84,10 +84,18 @@ def cuda_count() -> int:
 
 
 def torchrun_two_agents(
-    function: str, tmp_path, *, kwargs: str | None = None, rdzv_id: str = "labtest", timeout: float = 240
+    function: str,
+    tmp_path,
+    *,
+    kwargs: str | None = None,
+    rdzv_id: str = "labtest",
+    timeout: float = 240,
+    script_args: tuple[str, ...] = (),
 ) -> dict:
     """Run ``function`` under two torchrun agents (--nnodes=2, one process each) on localhost,
-    standing in for two machines; return the JSON that global rank 0 wrote (it alone writes)."""
+    standing in for two machines; return the JSON that global rank 0 wrote (it alone writes).
+    A ``function`` ending in ``.py`` is a script run with ``script_args`` (and ``--out FILE``)
+    instead of ``lab_utils.run module:function``."""
     import json
     import subprocess
     import sys
@@ -102,10 +110,8 @@ def torchrun_two_agents(
             "--rdzv_backend=c10d",
             f"--rdzv_endpoint=127.0.0.1:{free_port()}",
             f"--rdzv_id={rdzv_id}",
-            "-m",
-            "lab_utils.run",
-            function,
         ]
+        + ([str(function), *script_args] if str(function).endswith(".py") else ["-m", "lab_utils.run", function])
         + (["--kwargs", kwargs] if kwargs else [])
         + ["--out"]
     )
