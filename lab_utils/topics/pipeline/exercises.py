@@ -26,7 +26,8 @@ __all__ = ["check_fill_drain", "check_choose_m", "check_balance", "best_split", 
 
 FILL_DRAIN_SPEC = stages.Spec(depth=6, width=32, batch=16, dtype=torch.float64)
 FILL_DRAIN_P, FILL_DRAIN_M = 3, 4
-HANG_TIMEOUT = 45.0
+HANG_TIMEOUT = 45.0  # launch's own limit, start-up included: a safety net
+STALL_S = 10.0  # a send or receive waiting this long names the hang (watch.naming_stages)
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
 
 
@@ -51,11 +52,11 @@ def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
 def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     p, m = FILL_DRAIN_P, FILL_DRAIN_M
     try:
-        with watch.naming_stages():
+        with watch.naming_stages(stall_s=STALL_S):
             got = launch(_fill_drain_run, p, args=(gpipe_step,), timeout=HANG_TIMEOUT)
     except watch.StageHang as err:
         why = str(err).split("\n\n")[0]
-        raise AssertionError(f"the stages were still waiting after {HANG_TIMEOUT:g} s: {why}") from None
+        raise AssertionError(f"the stages were still waiting after {STALL_S:g} s: {why}") from None
     runs_ = [r["runs"][m] for r in got]
     grads = torch.cat([r["grads"] for r in runs_])
     ref = stages.reference_grads(FILL_DRAIN_SPEC)

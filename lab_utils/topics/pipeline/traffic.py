@@ -14,6 +14,7 @@ hand-written loops and torch's schedules are counted alike without changing eith
 
 from __future__ import annotations
 
+import datetime
 import functools
 import os
 import sys
@@ -81,7 +82,7 @@ class P2PCounter:
                 return fn(tensor, *args, **kwargs)
             index = st.message(kind, peer)  # inside watch.naming_stages: a hang can name this op
             work = fn(tensor, *args, **kwargs)
-            return _Watched(work, lambda: st.completed(index)) if work is not None else None
+            return _Watched(work, st, index) if work is not None else None
 
         return counted
 
@@ -117,14 +118,21 @@ class P2PCounter:
 
 
 class _Watched:
-    """A ``Work`` whose ``wait()`` also marks its message completed in the stage's status."""
+    """A ``Work`` whose ``wait()`` marks its message completed in the stage's status, and gives up
+    with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
 
-    def __init__(self, work, on_done):
-        self._work, self._on_done = work, on_done
+    def __init__(self, work, status, index: int):
+        self._work, self._status, self._index = work, status, index
 
     def wait(self, *args, **kwargs):
-        out = self._work.wait(*args, **kwargs)
-        self._on_done()
+        if args or kwargs or self._status.stall_s is None:
+            out = self._work.wait(*args, **kwargs)
+        else:
+            try:
+                out = self._work.wait(datetime.timedelta(seconds=self._status.stall_s))
+            except RuntimeError:
+                raise self._status.stalled(dist.get_world_size()) from None
+        self._status.completed(self._index)
         return out
 
     def __getattr__(self, name):

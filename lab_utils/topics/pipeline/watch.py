@@ -31,11 +31,12 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from lab_utils.errors import LaunchTimeout
+from lab_utils.errors import LaunchTimeout, RankError
 
-__all__ = ["ENV", "StageHang", "naming_stages", "status", "diagnose", "read_statuses"]
+__all__ = ["ENV", "STALL_ENV", "StageHang", "StageStalled", "naming_stages", "status", "diagnose", "read_statuses"]
 
 ENV = "LAB_UTILS_PIPELINE_STATUS"  # the folder each rank writes its status to (set by naming_stages)
+STALL_ENV = "LAB_UTILS_PIPELINE_STALL"  # seconds a send or receive may wait before its stage gives up
 
 
 class StageHang(LaunchTimeout):
@@ -46,10 +47,15 @@ class StageHang(LaunchTimeout):
         self.stage, self.statuses = stage, statuses
 
 
+class StageStalled(RuntimeError):
+    """Raised on a rank whose send or receive waited longer than ``naming_stages``' ``stall_s``."""
+
+
 class _Status:
     """This rank's status file (rank-side): phase and point-to-point messages of the current step."""
 
-    def __init__(self, folder: str, rank: int):
+    def __init__(self, folder: str, rank: int, stall_s: float | None = None):
+        self.folder, self.rank, self.stall_s = folder, rank, stall_s
         self.path = os.path.join(folder, f"stage{rank}.json")
         self.state: dict[str, Any] = {"stage": rank, "phase": "started", "messages": []}
 
@@ -70,6 +76,12 @@ class _Status:
         self.state["messages"][index]["done"] = True
         self._write()
 
+    def stalled(self, world_size: int) -> StageStalled:
+        """The error this rank raises when a send or receive waited ``stall_s``: what every
+        stage was doing, read from their status files."""
+        _, why = diagnose(read_statuses(self.folder), world_size)
+        return StageStalled(f"stage {self.rank} waited {self.stall_s:g} s in a send or receive. {why}")
+
     def _write(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
@@ -87,7 +99,8 @@ def status(rank: int) -> _Status | None:
     if not folder or not os.path.isdir(folder):
         return None
     if _current is None or _current.path != os.path.join(folder, f"stage{rank}.json"):
-        _current = _Status(folder, rank)
+        stall = os.environ.get(STALL_ENV)
+        _current = _Status(folder, rank, float(stall) if stall else None)
     return _current
 
 
@@ -167,25 +180,37 @@ def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, st
 
 
 @contextlib.contextmanager
-def naming_stages() -> Iterator[str]:
+def naming_stages(stall_s: float | None = None) -> Iterator[str]:
     """Inside this block, pipeline runs (``runs.measure``, ``traffic.P2PCounter``) write statuses;
-    a ``LaunchTimeout`` leaving it becomes a ``StageHang`` naming the stage and the message it
-    waits for. Yields the status folder."""
+    a hang leaving it becomes a ``StageHang`` naming the stage and the message it waits for.
+    With ``stall_s``, a rank whose send or receive waits that long gives up by itself
+    (``StageStalled``), so the hang is named after ``stall_s`` of waiting however long the ranks
+    took to start; without it, ``launch``'s timeout ends the run. Yields the status folder."""
+    if stall_s is not None and not stall_s > 0:
+        raise ValueError(f"stall_s={stall_s!r}: give the seconds a send or receive may wait (> 0), or None")
     folder = tempfile.mkdtemp(prefix="lab_pipeline_status_")
-    before = os.environ.get(ENV)
+    saved = {k: os.environ.get(k) for k in (ENV, STALL_ENV)}
     os.environ[ENV] = folder  # launch copies the environment into every rank
+    if stall_s is not None:
+        os.environ[STALL_ENV] = repr(float(stall_s))
+    else:
+        os.environ.pop(STALL_ENV, None)
     try:
         yield folder
     except StageHang:
         raise
-    except LaunchTimeout as err:
+    except (LaunchTimeout, RankError) as err:
+        if isinstance(err, RankError) and err.exc_type != StageStalled.__name__:
+            raise  # a rank failed for another reason: launch's error says which and why
         statuses = read_statuses(folder)
         world = max(statuses, default=-1) + 1
         stage, why = diagnose(statuses, world)
-        raise StageHang(f"{why}\n\n({err})", stage, statuses) from err
+        how = str(err) if isinstance(err, LaunchTimeout) else f"stage {err.rank} gave up after {stall_s:g} s"
+        raise StageHang(f"{why}\n\n({how.splitlines()[0]})", stage, statuses) from err
     finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         shutil.rmtree(folder, ignore_errors=True)

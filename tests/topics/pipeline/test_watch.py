@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lab_utils.errors import LaunchTimeout
+from lab_utils.errors import LaunchTimeout, RankError
 from lab_utils.topics.pipeline import watch
 
 
@@ -65,3 +65,18 @@ def test_naming_stages_turns_a_timeout_into_a_stage_hang_and_cleans_up():
 
 def test_no_status_outside_naming_stages():
     assert watch.status(0) is None
+
+
+def test_a_stage_that_gave_up_becomes_a_stage_hang_and_other_errors_pass():
+    with pytest.raises(watch.StageHang) as err, watch.naming_stages(stall_s=2.0):
+        assert os.environ[watch.STALL_ENV] == "2.0"
+        st = watch.status(0)
+        st.phase("step")
+        st.message("send", 1)
+        raise RankError(0, "StageStalled", "stage 0 waited 2 s", "")
+    assert err.value.stage == 0 and "gave up after 2 s" in str(err.value) and "send to stage 1" in str(err.value)
+    assert watch.STALL_ENV not in os.environ
+    with pytest.raises(RankError, match="ZeroDivisionError"), watch.naming_stages(stall_s=2.0):
+        raise RankError(1, "ZeroDivisionError", "division by zero", "")
+    with pytest.raises(ValueError, match="stall_s=0"), watch.naming_stages(stall_s=0):
+        pass
