@@ -30,6 +30,7 @@ __all__ = ["check_windows", "check_rank_bytes", "check_fewer_gathers", "uneven_m
 
 WORLD, WIDTH, DEPTH, K, UPDATES, MB, LR = 2, 16, 2, 3, 2, 2, 1e-2
 TOL = 1e-10  # float64: the same sums in another order
+BACKEND = "gloo"  # the runs shard over a CPU device mesh, so gloo even where every rank has a GPU
 
 
 def _sharded(net: nn.Module, reshard_after_forward: bool = True) -> nn.Module:
@@ -89,7 +90,7 @@ def _gap(got: list[dict[str, Any]]) -> float:
     "its last one; each loss divided by k; one optimizer step (and zero_grad) per window",
 )
 def check_windows(train_windows: Callable[..., None]) -> str:
-    got = launch(_train, WORLD, args=(train_windows, False), timeout=180)
+    got = launch(_train, WORLD, args=(train_windows, False), backend=BACKEND, timeout=180)
     rs = got[0]["ops"].get("reduce_scatter_single", {"count": 0})["count"]
     assert rs == UPDATES * DEPTH, (
         f"{K * UPDATES} micro-steps in windows of k={K}, {DEPTH} sharded blocks: measured {rs} reduce-scatters, "
@@ -106,7 +107,7 @@ def check_windows(train_windows: Callable[..., None]) -> str:
     "parameters are freed, and when gradients are synced? Leave the model as you found it",
 )
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
-    got = launch(_train, WORLD, args=(update_fewer_gathers, True), timeout=180)
+    got = launch(_train, WORLD, args=(update_fewer_gathers, True), backend=BACKEND, timeout=180)
     ops = got[0]["ops"]
     param_bytes = sum(p.numel() * p.element_size() for p in workload.model(WIDTH, DEPTH).parameters())
     ag = ops.get("all_gather_single", {"count": 0, "bytes": 0})
@@ -157,7 +158,7 @@ def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[st
             f"the lab's model on {world} ranks: predicted {got_lab}, the ZeRO-3 formula gives {want}"
         )
     predicted = [predict_rank_bytes(uneven_model(), WORLD, rank) for rank in range(WORLD)]  # before any launch
-    got = launch(_measure_uneven, WORLD, timeout=180)
+    got = launch(_measure_uneven, WORLD, backend=BACKEND, timeout=180)
     for rank, measured in enumerate(got):
         assert predicted[rank] == measured, (
             f"{WORLD} ranks, rank {rank}: predicted {predicted[rank]}, measured {measured}"

@@ -15,12 +15,13 @@ reduce-scatter averages over the ranks).
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import models
-from lab_utils.timing import time_fn
 
 __all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params", "compute_seconds"]
 
@@ -71,11 +72,27 @@ def flat_params(net: nn.Module) -> torch.Tensor:
 
 
 def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> tuple[float, float]:
-    """Measured seconds of one forward and of one backward of the whole (unsharded) model on a
-    micro-batch of ``batch`` samples in this process (medians after a warm-up): the compute that
-    a simulated link's collectives can hide behind."""
+    """Measured seconds of one forward and of its backward through the whole (unsharded) model on
+    a micro-batch of ``batch`` samples in this process, on one thread: the fastest of ``repeat``
+    runs after a warm-up (what the work costs when nothing else on the machine interrupts it), the compute
+    that a simulated link's collectives can hide behind."""
+    if repeat < 1:
+        raise ValueError(f"repeat={repeat}: need at least one timed run")
     net = model(width, depth)
     x, y = dataset(batch, width)
-    forward = time_fn(lambda: F.mse_loss(net(x), y), repeat=repeat).median
-    both = time_fn(lambda: F.mse_loss(net(x), y).backward(), repeat=repeat).median
-    return forward, max(both - forward, 0.0)
+    forward, backward = [], []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each rank of a launch on a small CPU computes (one thread)
+    try:
+        for i in range(repeat + 1):  # the first run warms up
+            t0 = time.perf_counter()
+            loss = F.mse_loss(net(x), y)
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            if i:
+                forward.append(t1 - t0)
+                backward.append(t2 - t1)
+    finally:
+        torch.set_num_threads(threads)
+    return min(forward), min(backward)
