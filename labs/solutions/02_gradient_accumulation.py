@@ -20,15 +20,17 @@ def tf_style_accumulate(model, micro_batches, loss_fn):
 
 
 # %% exercise="acc-clip"
-def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm):
-    """Train on windows of K micro-batches (x, y), with the loss F.mse_loss, and clip the gradient
-    norm to max_norm so that each update equals one clipped large batch."""
+def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+    """Train on windows of K micro-batches (x, y), with the loss F.mse_loss scaled by the gradient
+    scaler, and clip the gradient norm to max_norm so that each update equals one clipped large batch."""
     ### BEGIN SOLUTION
     for window in accumulation.windows(micro_batches, K):
         for x, y in window:
-            (F.mse_loss(model(x), y) / len(window)).backward()
+            scaler.scale(F.mse_loss(model(x), y) / len(window)).backward()
+        scaler.unscale_(optimizer)  # once: .grad now holds the window's true gradient
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # once, on the window's sum
-        optimizer.step()
+        scaler.step(optimizer)  # sees the gradients are unscaled already
+        scaler.update()
         optimizer.zero_grad()
     ### END SOLUTION
 

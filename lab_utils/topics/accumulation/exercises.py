@@ -2,7 +2,7 @@
 
     from lab_utils.topics.accumulation import exercises
     exercises.check_tf_port(tf_style_accumulate)        # Exercise 1: seed 004's accum_vars, ported
-    exercises.check_clipping(accumulate_with_clipping)  # Exercise 2: clip once per window
+    exercises.check_clipping(accumulate_with_clipping)  # Exercise 2: clip once per window, with a scaler
     exercises.check_token_loss(token_loss)              # Exercise 3: token losses over a window
     exercises.check_norms(exact_norms)                  # Exercise 4: which normalisations accumulate
 
@@ -26,7 +26,7 @@ from lab_utils.topics.accumulation.losses import count_tokens, lm_token_loss_sum
 from lab_utils.topics.accumulation.reference import large_batch_grads, train_large_batch
 from lab_utils.topics.accumulation.windows import windows
 
-__all__ = ["check_tf_port", "check_clipping", "check_token_loss", "check_norms", "NORMS"]
+__all__ = ["check_tf_port", "check_clipping", "check_token_loss", "check_norms", "NORMS", "CountingScaler"]
 
 F64 = torch.float64
 TOL = 1e-12
@@ -78,24 +78,64 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
     return f"the buffers hold the gradient of one batch of {len(micro)} micro-batches"
 
 
+class CountingScaler(torch.amp.GradScaler):
+    """A CPU ``GradScaler`` that counts how often each of its methods is called."""
+
+    def __init__(self) -> None:
+        super().__init__("cpu")
+        self.calls = {"scale": 0, "unscale_": 0, "step": 0, "update": 0}
+
+    def scale(self, outputs):  # type: ignore[override]
+        self.calls["scale"] += 1
+        return super().scale(outputs)
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        self.calls["unscale_"] += 1
+        super().unscale_(optimizer)
+
+    def step(self, optimizer: torch.optim.Optimizer, *args, **kwargs):
+        self.calls["step"] += 1
+        return super().step(optimizer, *args, **kwargs)
+
+    def update(self, new_scale=None) -> None:
+        self.calls["update"] += 1
+        super().update(new_scale)
+
+
 @grader(
-    "Exercise 2 · clip the gradient norm once per window",
-    hint="reread section 2.6 on clipping: which gradient does one large batch clip?",
+    "Exercise 2 · clip once per window, with a gradient scaler",
+    hint="reread section 2.6: which gradient does one large batch clip, and what does the scaler hold in .grad?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
-    """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm)`` must train like one
-    large batch per window whose gradient is clipped to ``max_norm`` before each step."""
+    """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler)`` must train
+    like one large batch per window whose gradient is clipped to ``max_norm`` before each step,
+    with every loss scaled by ``scaler`` (a CPU ``GradScaler``)."""
     k = 4
     model, micro = _regression(n_micro=2 * k)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
     norms = train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=MAX_NORM)
     if min(norms) <= MAX_NORM:  # the grader's own premise, not the student's fault
         raise RuntimeError(f"check_clipping: clipping must bind, but a window's norm is {min(norms):.3g}")
-    accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, MAX_NORM)
-    assert param_max_diff(mine, model) > 1e-6, "the parameters did not move: step the optimizer once per window"
-    gap = param_max_diff(mine, ref)
-    assert gap < TOL, f"after {len(norms)} updates your parameters differ from the clipped large batch's by {gap:.1e}"
-    return f"{len(norms)} clipped updates, equal to the clipped large batch"
+    scaler = CountingScaler()
+    try:
+        accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, MAX_NORM, scaler)
+    except RuntimeError as err:
+        raise AssertionError(f"torch stopped your loop: {err}") from None
+    n_windows = len(norms)
+    assert scaler.calls["scale"] == len(micro), (
+        f"scaler.scale was called {scaler.calls['scale']} times for {len(micro)} micro-batches: scale every loss"
+    )
+    assert scaler.calls["step"] == scaler.calls["update"] == n_windows, (
+        f"scaler.step / update were called {scaler.calls['step']} / {scaler.calls['update']} times "
+        f"for {n_windows} windows: once per window each"
+    )
+    assert param_max_diff(mine, model) > 0, "the parameters did not move: step the optimizer once per window"
+    gap, moved = param_max_diff(mine, ref), param_max_diff(mine, model) / param_max_diff(ref, model)
+    assert gap < TOL, (
+        f"after {n_windows} updates your parameters differ from the clipped large batch's by {gap:.1e} "
+        f"(they moved {moved:.2g} x as far)"
+    )
+    return f"{n_windows} clipped updates through the scaler, equal to the clipped large batch"
 
 
 @grader(

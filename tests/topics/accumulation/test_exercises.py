@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lab_utils import solutions
 from lab_utils.checks import NOT_ATTEMPTED, PASSED
 from lab_utils.topics import accumulation
 from lab_utils.topics.accumulation import exercises
@@ -39,25 +40,49 @@ def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
 
 
 # ----------------------------------------------------------------------------- Exercise 2
-def clipping(per_micro_batch: bool):
-    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm):
+def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True):
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        def clip():
+            if unscale and use_scaler:
+                scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
         for window in accumulation.windows(micro_batches, K):
             for x, y in window:
-                (F.mse_loss(model(x), y) / len(window)).backward()
+                loss = F.mse_loss(model(x), y) / len(window)
+                (scaler.scale(loss) if use_scaler else loss).backward()
                 if per_micro_batch:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    clip()
             if not per_micro_batch:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-            optimizer.step()
+                clip()
+            if use_scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             optimizer.zero_grad()
 
     return accumulate_with_clipping
 
 
-def test_clipping_once_per_window_passes_and_per_micro_batch_fails():
-    assert exercises.check_clipping(clipping(per_micro_batch=False)) == PASSED
-    with pytest.raises(AssertionError, match="✗.*clipped large batch"):
-        exercises.check_clipping(clipping(per_micro_batch=True))
+def test_the_instructors_clipping_passes():
+    names = {"torch": torch, "F": F, "accumulation": accumulation}
+    ns = solutions.solution("02_gradient_accumulation", "acc-clip", names)
+    assert exercises.check_clipping(ns["accumulate_with_clipping"]) == PASSED
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (clipping(per_micro_batch=True), "torch stopped your loop.*unscale_"),  # a second unscale_ in a window
+        (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
+        (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
+        (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
+    ],
+)
+def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
+    with pytest.raises(AssertionError, match=f"✗.*{message}"):
+        exercises.check_clipping(wrong)
 
 
 # ----------------------------------------------------------------------------- Exercise 3
