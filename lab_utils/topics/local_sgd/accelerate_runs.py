@@ -10,10 +10,12 @@
 ``run_accelerate`` builds the Accelerator (``cpu=True`` on CPU, inside the rank: otherwise each
 process trains alone), the lab model, an SGD optimizer, a constant scheduler and a dataloader of
 ``micro_batches`` batches per rank, prepares them, and calls the loop. From outside it counts
-DDP's gradient all-reduces and every direct collective (``LocalSGD``'s averaging), and notes
+DDP's gradient all-reduces and every direct collective (``LocalSGD``'s averaging and the barrier
+of ``accelerator.wait_for_everyone()`` before it), and notes
 ``accelerator.sync_gradients`` after each micro-batch. It returns plain data: ``averagings``
 (micro-batch index of each parameter averaging and whether it followed an optimizer update),
-``updates``, ``events``, fingerprints of parameters and buffers, ``num_processes``.
+``updates``, ``barriers`` (micro-batch index of each ``barrier()``), ``events``, fingerprints
+of parameters and buffers, ``num_processes``.
 """
 
 from __future__ import annotations
@@ -74,16 +76,26 @@ def run_accelerate(
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
-    counter = CommCounter()
+    counter = CommCounter(barriers=True)  # LocalSGD waits for everyone before each averaging
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         counter.attach(model)
     flags: list[bool] = []
     with counter.track():
         loop(accelerator, model, optimizer, scheduler, _noting(loader, accelerator, counter, flags), **loop_kwargs)
-    events = [{"op": e.op, "nbytes": e.nbytes, "step": e.step, "source": e.source} for e in counter.events]
+    events = [
+        {
+            "op": e.op,
+            "nbytes": e.nbytes,
+            "step": e.step,
+            "source": e.source,
+            "group_size": e.group_size,
+            "in_backward": e.in_backward,
+        }
+        for e in counter.events
+    ]
     inner = accelerator.unwrap_model(model)
     n_tensors = len(list(inner.parameters()))
-    direct = [e for e in events if e["source"] == "torch.distributed"]
+    direct = [e for e in events if e["source"] == "torch.distributed" and e["op"] != "barrier"]
     # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
     avg_at = [direct[i]["step"] for i in range(0, len(direct), n_tensors)]
     out = {
@@ -95,6 +107,7 @@ def run_accelerate(
         "events": events,
         "n_param_tensors": n_tensors,
         "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
+        "barriers": [e["step"] for e in events if e["op"] == "barrier"],
         "averagings": [{"micro_batch": s, "on_update_boundary": s >= len(flags) or flags[s]} for s in avg_at],
         "param_fingerprint": fingerprint(inner.parameters()),
         "buffer_fingerprint": fingerprint(b for b in inner.buffers() if b.is_floating_point()),

@@ -52,13 +52,14 @@ def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float | None =
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer={name!r} is not one of {OPTIMIZERS}")
     lr = lr if lr is not None else (0.1 if name in ("sgd", "momentum") else 3e-3)
+    # foreach: one kernel per operation for all tensors (the CPU default is one per tensor)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
+        return torch.optim.SGD(params, lr=lr, foreach=True)
     if name == "momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, foreach=True)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=True)
 
 
 def rank_shard(y: torch.Tensor, rank: int, world: int, skew: float = 0.0, seed: int = 0) -> torch.Tensor:
