@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, style
 
-__all__ = ["STATUS_COLORS", "ANATOMY_COLORS", "graph", "tradeoff", "strip", "anatomy_bars"]
+__all__ = ["STATUS_COLORS", "ANATOMY_COLORS", "graph", "tradeoff", "strip", "anatomy_bars", "segment_curves"]
 
 # what happened to a node's value between forward and backward
 STATUS_COLORS = {
@@ -222,3 +222,29 @@ def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB
         )
     fig.update_layout(barmode="stack")
     return style(fig, title=title, yaxis=unit, height=440)
+
+
+def segment_curves(
+    curves: Mapping[str, tuple[Sequence[int], Sequence[float]]],
+    marks: Mapping[str, Sequence[tuple[int, float]]],
+    *,
+    title: str = "",
+    ylabel: str = "modelled peak (x one block's input)",
+) -> go.Figure:
+    """Peak against the number of checkpointed segments, one line per curve (e.g. per sequence
+    length), and labelled markers (``marks``: name -> [(k, peak), ...], e.g. "sqrt(N)", "best")."""
+    fig = go.Figure()
+    for i, (name, (ks, peaks)) in enumerate(curves.items()):
+        fig.add_trace(go.Scatter(x=list(ks), y=list(peaks), mode="lines", name=name, line=dict(color=PALETTE[i])))
+    symbols = ["diamond", "star", "square", "x"]
+    for j, (name, pts) in enumerate(marks.items()):
+        fig.add_trace(
+            go.Scatter(
+                x=[k for k, _ in pts],
+                y=[p for _, p in pts],
+                mode="markers",
+                name=name,
+                marker=dict(size=12, symbol=symbols[j % len(symbols)], color="#333"),
+            )
+        )
+    return style(fig, title=title, xaxis="checkpointed segments k", yaxis=ylabel, height=440)

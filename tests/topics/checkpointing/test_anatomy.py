@@ -30,7 +30,7 @@ def _bert(layers, hidden, heads, batch, seq, vocab, attention, ckpt):
 
 
 CASES = [  # (builder, layers, hidden, heads, batch, seq, vocab, attention, checkpointing, accumulation, optimizer)
-    (_gpt2, 3, 96, 6, 4, 32, 1000, "eager", False, 2, "adamw"),
+    (_gpt2, 2, 96, 6, 4, 32, 300, "eager", False, 2, "adamw"),
     (_gpt2, 2, 48, 2, 2, 96, 200, "sdpa", True, 1, "sgd_momentum"),
     # BERT against the meters: tests/topics/checkpointing/test_memory_anatomy_script.py (three setups)
 ]
