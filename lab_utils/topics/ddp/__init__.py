@@ -14,11 +14,17 @@ Modules:
   ``train``, which runs an update function under DDP with a counting comm hook attached;
 - ``reducer``: ``probe`` observes DDP's flags and reducer calls around ``no_sync()``;
 - ``buckets``: all-reduces per backward for several ``bucket_cap_mb``, and the greedy prediction;
-- ``sweep``: compute and collectives per update against K, and their time on simulated links;
+- ``emulate``: ``LinkHook``, a comm hook that stamps bucket-ready times and queues each bucket on
+  an emulated link (one thread per rank), so the wall clock includes the link;
+- ``sweep``: stamped micro-steps, the overlap model on simulated links, and its validation against
+  the emulated link, per K;
+- ``settings``: DDP's settings measured (first buckets, unused-parameter search, gradients as
+  bucket views, compression hooks, the buffer broadcast of ``require_forward_param_sync``);
+- ``calculator``: "your setup", time per update with and without ``no_sync`` for a described job;
 - ``figures``: the lab's plotly figures and its link explorer;
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.ddp import buckets, exercises, figures, reducer, sweep, workload
+from lab_utils.topics.ddp import buckets, calculator, emulate, exercises, figures, reducer, settings, sweep, workload
 
-__all__ = ["buckets", "exercises", "figures", "reducer", "sweep", "workload"]
+__all__ = ["buckets", "calculator", "emulate", "exercises", "figures", "reducer", "settings", "sweep", "workload"]

@@ -7,6 +7,8 @@
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
     figures.time_per_update(sweep.simulated(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
+    figures.validation(sweep.validation(res))   # emulated link on real ranks against the model
+    figures.hooks(settings["hooks"])   # bytes per update and distance to float32, per comm hook
 
 Figures with simulated communication say so in their title.
 """
@@ -25,7 +27,7 @@ from lab_utils.simnet import LINKS, Link
 from lab_utils.topics.ddp.sweep import simulated as simulated_seconds
 from lab_utils.widgets import show_figure
 
-__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer"]
+__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer", "validation", "hooks"]
 
 COLORS = {"naive": "#e76f51", "no_sync": "#2a9d8f", "forward_outside": "#f4a261", "compute": "#7f7f7f"}
 _YES, _NO = "#d8f3dc", "#f1f1f1"
@@ -62,6 +64,7 @@ def flags(rows: Sequence[Mapping[str, Any]], *, title: str = "Observed around no
         ("prepare_for_backward", "forward called<br>prepare_for_<br>backward"),
         ("flag_at_backward", "require_backward_<br>grad_sync<br>at backward"),
         ("grad_hooks", "gradient<br>hooks<br>fired"),
+        ("reducer_hooks", "gradients the<br>reducer's hook<br>bucketed"),
         ("comm_hook_calls", "all-reduces<br>(comm hook<br>calls)"),
         ("grads_equal", ".grad<br>equal on<br>all ranks"),
     ]
@@ -75,7 +78,7 @@ def flags(rows: Sequence[Mapping[str, Any]], *, title: str = "Observed around no
         go.Table(
             header=dict(values=[c[1] for c in cols], fill_color="#e9ecef", align="left", height=64),
             cells=dict(values=values, fill_color=fills, align="left", height=30),
-            columnwidth=[2.8, 1.4, 1.3, 1.4, 0.8, 1.0, 0.9],
+            columnwidth=[2.8, 1.4, 1.3, 1.4, 0.8, 1.1, 1.0, 0.9],
         )
     )
     return style(fig, title=title, height=200 + 40 * len(rows))
@@ -104,7 +107,7 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
     fig = go.Figure()
     loops = [n for n in sim if n not in ("k", "compute")]
     for i, name in enumerate([*loops, "compute"]):
-        label = "compute alone (measured)" if name == "compute" else f"{name}: compute + its all-reduces"
+        label = "compute alone (measured)" if name == "compute" else f"{name}: compute + exposed all-reduces"
         fig.add_trace(
             go.Scatter(
                 x=list(sim["k"]),
@@ -160,3 +163,47 @@ def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, pres
     lat.observe(on_slider, names="value")
     redraw()
     return W.VBox([W.HBox([drop, bw, lat]), out])
+
+
+def validation(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> go.Figure:
+    """One panel per emulated link: measured seconds per update (markers) against the overlap
+    model (line) and the old sum (dotted), for each loop, against K (``sweep.validation`` rows)."""
+    links = list(dict.fromkeys(r["link"] for r in rows))
+    fig = make_subplots(rows=1, cols=len(links), subplot_titles=links)
+    for c, link in enumerate(links, start=1):
+        for i, loop in enumerate(dict.fromkeys(r["loop"] for r in rows)):
+            mine = [r for r in rows if r["link"] == link and r["loop"] == loop]
+            ks, color, first = [r["k"] for r in mine], _color(loop, i), c == 1
+            for key, name, line in (
+                ("measured_s", "measured (emulated link)", dict(width=0)),
+                ("model_s", "overlap model", dict(color=color)),
+                ("old_sum_s", "old sum", dict(color=color, dash="dot")),
+            ):
+                mode = "markers" if key == "measured_s" else "lines"
+                fig.add_trace(
+                    go.Scatter(x=ks, y=[r[key] for r in mine], name=f"{loop}: {name}", mode=mode, line=line,
+                               marker=dict(color=color, size=10), legendgroup=f"{loop}{key}", showlegend=first),
+                    1, c,
+                )  # fmt: skip
+        fig.update_xaxes(type="log", tickvals=sorted({r["k"] for r in rows}), title_text="K", row=1, col=c)
+    errors = sorted(abs(r["error"]) for r in rows)
+    typical, worst = errors[len(errors) // 2], errors[-1]
+    t = title or (
+        f"Emulated link on 2 real ranks vs the overlap model: typically within {100 * typical:.0f} %, "
+        f"at worst {100 * worst:.0f} %"
+    )
+    style(fig, title=t, yaxis="seconds per update", height=480)
+    return fig.update_layout(margin=dict(t=130))
+
+
+def hooks(results: Mapping[str, Mapping[str, Any]], *, update: int = -1, title: str = "") -> go.Figure:
+    """Bars per comm hook: bytes all-reduced in one update (``update``, the last by default) and
+    the parameters' largest distance to the float32 all-reduce run; refused hooks are left out."""
+    names = [n for n, r in results.items() if "refused" not in r]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("KiB sent per update", "max |params - float32 run|"))
+    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
+    kib = [results[n]["bytes_per_update"][update] / 1024 for n in names]
+    fig.add_trace(go.Bar(x=names, y=kib, marker_color=colors, text=[f"{v:.0f}" for v in kib], showlegend=False), 1, 1)
+    diff = [results[n]["max_diff"] for n in names]
+    fig.add_trace(go.Bar(x=names, y=diff, marker_color=colors, text=[f"{v:.1e}" for v in diff], showlegend=False), 1, 2)
+    return style(fig, title=title or "DDP comm hooks: what crosses the wire and what it does to the result")

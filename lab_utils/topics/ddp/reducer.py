@@ -6,7 +6,8 @@
 
 ``ReducerSpy`` stands in for ``ddp.reducer`` and records the calls DDP's Python forward makes on
 it; ``probe`` runs one micro-step per scenario and records the flag, the reducer calls, the
-gradient hooks that fired, the comm hook's all-reduces and whether the ranks' ``.grad`` agree.
+gradient hooks that fired, the reducer's own hook at work (profiler), the comm hook's all-reduces
+and whether the ranks' ``.grad`` agree.
 """
 
 from __future__ import annotations
@@ -16,12 +17,19 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.profiler import ProfilerActivity, profile
 
 from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
-__all__ = ["ReducerSpy", "SCENARIOS", "probe"]
+__all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe"]
+
+REDUCER_EVENTS = ("torch::distributed::reducer::copy_", "torch::distributed::reducer::mul_out")
+"""Profiler records of the reducer's own autograd hook at work: one per gradient it copies into
+its bucket (``Reducer::mark_variable_ready``, torch 2.13: a plain copy when a comm hook is
+registered, a copy scaled by 1/world size otherwise). An unarmed
+reducer's hook returns before it, so none are recorded inside ``no_sync``."""
 
 
 class ReducerSpy:
@@ -60,7 +68,9 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
     """Run each of ``SCENARIOS`` once on this rank (a collective: call it on every rank) and return
     one row per scenario: ``require_backward_grad_sync`` at forward and at backward time, whether
     forward called ``prepare_for_backward``, ``require_forward_param_sync`` after forward, the
-    gradient hooks fired, the comm hook's all-reduces, and whether all ranks' ``.grad`` agree."""
+    gradient hooks fired (the lab's own ``post_accumulate_grad`` hooks), the gradients the reducer's
+    own hook copied into its buckets (``REDUCER_EVENTS``, counted by the profiler), the comm hook's
+    all-reduces, and whether all ranks' ``.grad`` agree."""
     info = dist_info()
     ddp = wrap(model(setup), bucket_cap_mb)
     counter = CommCounter().attach(ddp)
@@ -84,9 +94,10 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
             armed = "prepare_for_backward" in spy.calls
             param_sync = ddp.require_forward_param_sync
         fired[0], before = 0, len(counter.events)
-        with ddp.no_sync() if bwd_in else nullcontext():
+        with ddp.no_sync() if bwd_in else nullcontext(), profile(activities=[ProfilerActivity.CPU]) as prof:
             flag_bwd = ddp.require_backward_grad_sync
             loss.backward()
+        reducer_hooks = sum(e.name in REDUCER_EVENTS for e in prof.events())
         grads = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
         everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
         dist.all_gather(everyone, grads)
@@ -98,6 +109,7 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
                 "forward_param_sync": param_sync,
                 "flag_at_backward": flag_bwd,
                 "grad_hooks": fired[0],
+                "reducer_hooks": reducer_hooks,
                 "comm_hook_calls": len(counter.events) - before,
                 "grads_equal": all(torch.equal(everyone[0], t) for t in everyone[1:]),
             }

@@ -1,100 +1,178 @@
-"""Time per update against K: measured compute plus the collectives each loop made, then the
-time those collectives would take on a simulated link.
+"""Time per update against K: compute and bucket-ready times stamped on the ranks, the overlap
+model on a simulated link, and the same loops measured on an emulated link to validate it.
 
     from lab_utils import launch
     from lab_utils.simnet import LINKS
     from lab_utils.topics.ddp import sweep
     loops = {"naive": naive_update, "no_sync": no_sync_update}      # the notebook's functions
-    got = launch(sweep.measure, 2, args=(loops,), kwargs={"ks": (1, 2, 4, 8)})[0]
-    sweep.simulated(got, LINKS["1GbE"])      # {"k", "compute", "naive", "no_sync"}: seconds
+    res = launch(sweep.measure, 2, args=(loops,), kwargs={"ks": (1, 2, 4), "rounds": (1, 3)})
+    sweep.simulated(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
+    sweep.validation(res)                     # emulated wall clock against the model, per link/loop/K
+
+The model is ``lab_utils.overlap``: each bucket's all-reduce queued on the link as soon as the
+backward has made it, the micro-step ending at max(backward end, last transfer end).
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
-from lab_utils.simnet import Link, simulate
+from lab_utils.overlap import Bucket, MicroStep, lockstep_update, naive_update, no_sync_update
+from lab_utils.simnet import Link
 from lab_utils.timing import Timer
+from lab_utils.topics.ddp.emulate import LinkHook, MicroStamps
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, UpdateFn, dataset, micro_batches, model, wrap
 
-__all__ = ["measure", "simulated"]
+__all__ = ["measure", "micro_step", "simulated", "validation"]
+
+
+def _plain(stamps: Sequence[MicroStamps]) -> list[dict[str, Any]]:
+    keys = ("forward_s", "backward_s", "buckets", "transfers")
+    return [{key: getattr(s, key) if key.endswith("_s") else list(getattr(s, key)) for key in keys} for s in stamps]
 
 
 def measure(
     loops: Mapping[str, UpdateFn],
     ks: Sequence[int] = (1, 2, 4, 8),
     *,
+    rounds: Sequence[float] = (),
+    latency_s: float = 50e-6,
     repeats: int = 3,
     bucket_cap_mb: float | None = None,
     setup: Setup = DEFAULT,
 ) -> dict[str, Any]:
-    """On this rank (call it on every rank): the compute of one update and, for each of ``loops``
-    (name -> update function), the collectives and loopback seconds of one update, for each K.
-
-    Compute: each micro-step is timed alone inside ``no_sync`` (no communication), ``repeats`` x
-    max(ks) of them, and so is the optimizer step; one update's compute is K x the fastest
-    micro-step + the fastest optimizer step (the fastest sample is the least disturbed on a shared
-    machine). One warm-up backward first, so DDP has rebuilt its buckets before anything counts."""
+    """On this rank (call it on every rank): one DDP model with a ``LinkHook`` attached. First
+    ``max(ks)`` synchronised micro-steps on loopback, stamped (forward, backward, each bucket's
+    ready time and bytes), and the optimizer step timed. Then one emulated link per value of
+    ``rounds``: a link (latency ``latency_s``) on which one all-reduce round of every bucket takes
+    that many times the measured backward (the slowest rank's median), so the experiment means the
+    same on a fast or a slow machine; for each, each loop and each K, ``repeats`` updates timed on
+    the wall clock with every micro-step's stamps. Two warm-up backwards first, so DDP has rebuilt
+    its buckets before anything counts."""
     if not loops or not all(callable(f) for f in loops.values()):
         raise TypeError(f"loops must map names to update functions (ddp, optimizer, micro_batches), got {loops!r}")
+    if not all(r > 0 for r in rounds):
+        raise ValueError(f"rounds={list(rounds)!r}: each is a link's round time in backwards, > 0")
     info = dist_info()
     ddp = wrap(model(setup), bucket_cap_mb)
-    counter = CommCounter().attach(ddp)
+    hook = LinkHook(None).attach(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     kmax = max(ks)
     x, y = dataset(kmax * info.world_size * setup.micro_batch, setup)
-    mbs_all = micro_batches(x, y, 0, k=kmax, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
-    mbs_all = [(a.to(info.device), b.to(info.device)) for a, b in mbs_all]
-    for xb, yb in mbs_all[:2]:  # warm-up: the first backward runs before the bucket rebuild
+    mbs = micro_batches(x, y, 0, k=kmax, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
+    mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
+    for xb, yb in mbs[:2]:  # warm-up: the first backward runs before the bucket rebuild
         F.mse_loss(ddp(xb), yb).backward()
-    micro_s, step_s = [], []
-    for _ in range(repeats):
-        opt.zero_grad(set_to_none=True)
-        for xb, yb in mbs_all:
-            with Timer() as t, ddp.no_sync():
-                (F.mse_loss(ddp(xb), yb) / kmax).backward()
-            micro_s.append(t.seconds)
+    hook.reset()
+    for xb, yb in mbs:
+        F.mse_loss(ddp(xb), yb).backward()
+    loopback = _plain(hook.steps)
+    step_s = []
+    for _ in range(max(3, repeats)):
         with Timer() as t:
             opt.step()
         step_s.append(t.seconds)
-    rows = []
-    for k in ks:
-        row: dict[str, Any] = {"k": k, "compute_s": k * min(micro_s) + min(step_s)}
-        for name, update in loops.items():
-            times = []
-            for _ in range(repeats):
-                counter.reset()
-                with Timer() as t:
-                    update(ddp, opt, mbs_all[:k])
-                times.append(t.seconds)
-            row[f"{name}_s"] = min(times)
-            row[f"{name}_events"] = [{"op": e.op, "nbytes": e.nbytes, "step": 0} for e in counter.events]
-        rows.append(row)
-    del ddp, opt, counter
+    emulated = []
+    for link in _links(loopback, rounds, latency_s, info.world_size):
+        hook.link = link
+        next(iter(loops.values()))(ddp, opt, mbs[:1])  # warm-up: the link thread's first collectives
+        for k in ks:
+            for name, update in loops.items():
+                walls, stamps = [], []
+                for _ in range(repeats):
+                    hook.reset()
+                    with Timer() as t:
+                        update(ddp, opt, mbs[:k])
+                    walls.append(t.seconds)
+                    stamps.append(_plain(hook.steps))
+                emulated.append({"link": link, "k": k, "loop": name, "wall_s": walls, "micro": stamps})
+    hook.close()
+    del ddp, opt
     return {
         "loops": list(loops),
-        "rows": rows,
-        "micro_step_s": min(micro_s),
+        "ks": list(ks),
+        "loopback": loopback,
         "optimizer_step_s": min(step_s),
+        "emulated": emulated,
         "world_size": info.world_size,
         "backend": info.backend,
     }
 
 
-def simulated(sweep: Mapping[str, Any], link: Link, world_size: int | None = None) -> dict[str, list[float]]:
-    """Measured compute per update plus the *simulated* time, on ``link``, of the collectives each
-    loop made, per K: ``{"k": [...], "compute": [...], <loop>: [...] for each loop}`` in seconds."""
-    w = world_size or sweep["world_size"]
-    out: dict[str, list[float]] = {"k": [], "compute": [], **{name: [] for name in sweep["loops"]}}
-    for row in sweep["rows"]:
-        out["k"].append(row["k"])
-        out["compute"].append(row["compute_s"])
-        for name in sweep["loops"]:
-            out[name].append(row["compute_s"] + sum(simulate(row[f"{name}_events"], link, w)))
+def _links(loopback: Sequence[Mapping[str, Any]], rounds: Sequence[float], alpha: float, p: int) -> list[Link]:
+    """Links whose all-reduce round of every bucket costs ``r`` x the slowest rank's backward."""
+    bwd = torch.tensor([statistics.median(s["backward_s"] for s in loopback)], dtype=torch.float64)
+    torch.distributed.all_reduce(bwd, op=torch.distributed.ReduceOp.MAX)
+    sizes = [n for _, n in loopback[0]["buckets"]]
+    out = []
+    for r in rounds:
+        wire = r * bwd.item() - len(sizes) * 2 * (p - 1) * alpha  # seconds left for the bytes
+        if wire <= 0:
+            raise ValueError(f"rounds={r}: the latencies alone exceed {r} backward(s); lower latency_s")
+        out.append(Link(f"emulated, round = {r:g} x backward", alpha, 2 * (p - 1) / p * sum(sizes) / wire))
     return out
+
+
+def _micro(stamp: Mapping[str, Any]) -> MicroStep:
+    bwd = stamp["backward_s"]
+    return MicroStep(stamp["forward_s"], bwd, [Bucket(min(r, bwd), n) for r, n in stamp["buckets"]])
+
+
+def micro_step(measured: Mapping[str, Any]) -> MicroStep:
+    """One typical synchronised micro-step from the loopback stamps: the median forward and
+    backward, each bucket ready at its median fraction of the backward."""
+    steps = measured["loopback"]
+    bwd = statistics.median(s["backward_s"] for s in steps)
+    buckets = []
+    for j, (_, nbytes) in enumerate(steps[0]["buckets"]):
+        share = statistics.median(min(1.0, s["buckets"][j][0] / s["backward_s"]) for s in steps)
+        buckets.append(Bucket(share * bwd, nbytes))
+    return MicroStep(statistics.median(s["forward_s"] for s in steps), bwd, buckets)
+
+
+def simulated(measured: Mapping[str, Any], link: Link, world_size: int | None = None) -> dict[str, list[float]]:
+    """Seconds per update for each K on a *simulated* ``link`` (overlap model, ``world_size``
+    ranks, the measured ``micro_step``): ``{"k", "compute", "naive", "no_sync"}``."""
+    w = world_size or measured["world_size"]
+    micro, opt = micro_step(measured), measured["optimizer_step_s"]
+    out: dict[str, list[float]] = {"k": [], "compute": [], "naive": [], "no_sync": []}
+    for k in measured["ks"]:
+        out["k"].append(k)
+        out["compute"].append(k * (micro.forward_s + micro.backward_s) + opt)
+        out["naive"].append(naive_update(micro, k, link, w, optimizer_s=opt))
+        out["no_sync"].append(no_sync_update(micro, k, link, w, optimizer_s=opt))
+    return out
+
+
+def _comm_after_backward(m: MicroStep) -> MicroStep:
+    return MicroStep(m.forward_s, m.backward_s, [Bucket(m.backward_s, b.nbytes, b.op) for b in m.buckets])
+
+
+def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """For each emulated run of ``measure`` (all ranks' results, rank order): the wall clock of
+    rank 0 against the overlap model fed with every rank's stamps of that same update
+    (``overlap.lockstep_update``), and against the old sum (every bucket sent after the whole
+    backward). Of the repeats, the fastest (the least disturbed by other programs) is compared;
+    ``error`` = measured / model - 1."""
+    w, opt = len(per_rank), per_rank[0]["optimizer_step_s"]
+    rows = []
+    for i, run in enumerate(per_rank[0]["emulated"]):
+        link = run["link"]
+        rep = min(range(len(run["wall_s"])), key=run["wall_s"].__getitem__)
+        ranks = [[_micro(s) for s in r["emulated"][i]["micro"][rep]] for r in per_rank]
+        pred = lockstep_update(ranks, link, w, optimizer_s=opt)[0]
+        after = [[_comm_after_backward(m) for m in steps] for steps in ranks]
+        old = lockstep_update(after, link, w, optimizer_s=opt)[0]
+        wall = run["wall_s"][rep]
+        rows.append(
+            {"link": link.name, "k": run["k"], "loop": run["loop"], "measured_s": wall, "model_s": pred,
+             "old_sum_s": old, "error": wall / pred - 1, "old_sum_error": wall / old - 1,
+             "buckets": len(run["micro"][0][-1]["buckets"])}
+        )  # fmt: skip
+    return rows

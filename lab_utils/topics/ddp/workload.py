@@ -101,12 +101,13 @@ def flat_params(module: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().double().flatten().cpu() for p in module.parameters()])
 
 
-def wrap(module: nn.Module, bucket_cap_mb: float | None = 25) -> DDP:
-    """``module`` on this rank's device inside DDP (None = DDP's default buckets)."""
+def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any) -> DDP:
+    """``module`` on this rank's device inside DDP (None = DDP's default buckets); other DDP
+    keyword arguments (``find_unused_parameters=True``, ``static_graph=True``...) pass through."""
     info = dist_info()
     module = module.to(info.device)
     ids = [info.device.index] if info.device.type == "cuda" else None
-    return DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb)
+    return DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb, **ddp_kwargs)
 
 
 def train(

@@ -1,5 +1,6 @@
 """One launch for the whole topic's tests (each launch costs seconds here): the three
-accumulation loops, the reducer probe, the bucket counts and the time sweep, on 2 real ranks.
+accumulation loops, the reducer probe, the bucket counts, the timing runs on an emulated link and
+DDP's settings, on 2 real ranks.
 
 The loops below are the test's own copies of the lab's cells (the lab teaches them; the tests
 need fixed ones to measure the instruments against)."""
@@ -10,7 +11,7 @@ import pytest
 import torch.nn.functional as F
 
 from lab_utils import launch
-from lab_utils.topics.ddp import buckets, reducer, sweep, workload
+from lab_utils.topics.ddp import buckets, reducer, settings, sweep, workload
 
 # A small model whose sizes are easy to add up by hand:
 # Linear(8, 64): 2048 + 256 B; 2 x Linear(64, 64): 16384 + 256 B each; Linear(64, 1): 256 + 4 B.
@@ -59,8 +60,9 @@ def _all(k: int, updates: int) -> dict:
         "probe": reducer.probe(setup=SMALL),
         "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
         "sweep": sweep.measure(
-            {"naive": naive, "no_sync": no_sync}, ks=(1, 2, 4), repeats=1, bucket_cap_mb=CAP, setup=SMALL
+            {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(2,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
         ),
+        "settings": settings.measure(setup=SMALL, cap_mb=CAP),
     }
 
 

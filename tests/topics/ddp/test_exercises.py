@@ -90,7 +90,7 @@ def test_accumulate_grader_stub_is_not_attempted():
 
 
 def test_mean_loss_grader_catches_the_hang(monkeypatch):
-    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 4.0)
+    monkeypatch.setattr(exercises, "HANG_TIMEOUT", 2.5)
     with pytest.raises(AssertionError, match=f"{FAILED}.*still hangs"):
         exercises.check_mean_loss(mean_loss_on_rank_0_only)
 

@@ -17,6 +17,13 @@ def test_figures(runs):
     assert len(figures.buckets(runs[0]["buckets"]["per_step"]).data) == 3
     fig = figures.time_per_update(sweep.simulated(runs[0]["sweep"], LINKS["1GbE"]), "1GbE")
     assert "simulated" in fig.layout.title.text and len(fig.data) == 3
+    rows = sweep.validation([r["sweep"] for r in runs])
+    fig = figures.validation(rows)
+    assert len(fig.data) == 2 * 3 and fig.data[0].x == (1, 3)  # 2 loops x (measured, model, old sum)
+    worst = max(abs(r["error"]) for r in rows)
+    assert f"at worst {100 * worst:.0f} %" in fig.layout.title.text
+    fig = figures.hooks(runs[0]["settings"]["hooks"])
+    assert list(fig.data[0].x) == ["all-reduce (float32)", "fp16_compress_hook", "PowerSGD rank 1"]  # bf16 refused
 
 
 def test_explorer_redraws_from_the_sweep(runs):

@@ -27,6 +27,7 @@ def test_reducer_flags_around_no_sync(runs):
         assert r["comm_hook_calls"] == (1 if sync else 0), name
         assert r["grads_equal"] == sync, name
         assert r["grad_hooks"] == n_params, name  # autograd hooks fire regardless
+        assert r["reducer_hooks"] == (n_params if sync else 0), name  # the reducer's own hook returns early
     assert rows["forward outside, backward inside"]["flag_at_backward"] is False
     assert rows["forward inside, backward outside"]["flag_at_backward"] is True
 

@@ -1,32 +1,73 @@
-"""sweep: counted collectives per K, and the ring model on a link with round numbers."""
+"""sweep and emulate: stamps from the real ranks, the emulated link really holds each bucket, and
+the overlap model on stamps with round numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab_utils.simnet import Link
+from lab_utils.overlap import Bucket, MicroStep, lockstep_update
+from lab_utils.simnet import Link, collective_seconds
 from lab_utils.topics.ddp import sweep
-from tests.topics.ddp.conftest import BY_HAND, PARAM_BYTES
+from lab_utils.topics.ddp.emulate import LinkHook
+from tests.topics.ddp.conftest import BY_HAND
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
-def test_counts_and_simulation(runs):
+def test_stamps_and_the_emulated_link(runs):
     measured = runs[0]["sweep"]
-    assert measured["loops"] == ["naive", "no_sync"]
-    for row in measured["rows"]:
-        assert len(row["naive_events"]) == 3 * row["k"] and len(row["no_sync_events"]) == 3
-        assert sum(e["nbytes"] for e in row["no_sync_events"]) == PARAM_BYTES
-        assert row["compute_s"] > 0
-    link = Link("test", latency_s=1e-3, bandwidth_Bps=1e6)
+    assert measured["loops"] == ["naive", "no_sync"] and measured["ks"] == [1, 3]
+    for s in measured["loopback"]:  # rebuilt buckets, ready in backward order, within the backward
+        assert [n for _, n in s["buckets"]] == BY_HAND
+        ready = [r for r, _ in s["buckets"]]
+        assert ready == sorted(ready) and 0 <= ready[0] and ready[-1] <= s["backward_s"] + 1e-3
+        assert s["forward_s"] > 0 and s["backward_s"] > 0
+    (link,) = {run["link"] for run in measured["emulated"]}
+    round_s = sum(collective_seconds("all_reduce", n, 2, link) for n in BY_HAND)
+    slowest = max(sorted(s["backward_s"] for s in r["sweep"]["loopback"])[1] for r in runs)  # median of 3
+    assert round_s == pytest.approx(2 * slowest)  # rounds=(2,): one round = 2 x the slowest backward
+    for run in measured["emulated"]:
+        steps = run["micro"][0]
+        synced = [s for s in steps if s["buckets"]]
+        assert len(steps) == run["k"] and len(synced) == (run["k"] if run["loop"] == "naive" else 1)
+        for s in synced:
+            assert len(s["transfers"]) == len(BY_HAND)
+            for (start, end), (_, n) in zip(s["transfers"], s["buckets"]):  # held for at least its cost
+                assert end - start >= collective_seconds("all_reduce", n, 2, link) - 1e-4
+        # the wall clock includes the link: the backward waited for the last transfer
+        assert run["wall_s"][0] >= sum(s["forward_s"] + max([s["backward_s"]] + [e for _, e in s["transfers"]])
+                                       for s in steps)  # fmt: skip
+
+
+def _stamp(fwd, bwd, buckets):
+    return {"forward_s": fwd, "backward_s": bwd, "buckets": buckets, "transfers": []}
+
+
+def test_model_from_stamps_by_hand():
+    link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)  # 2 ranks: a ring all-reduce of n bytes = n us
+    synced = _stamp(0.1, 1.0, [(0.2, 100_000), (1.0, 100_000)])
+    quiet = _stamp(0.1, 1.0, [])
+    measured = {"world_size": 2, "ks": [1, 2], "optimizer_step_s": 0.05, "loopback": [synced] * 3}
+    micro = sweep.micro_step(measured)
+    assert micro == MicroStep(0.1, 1.0, [Bucket(0.2, 100_000), Bucket(1.0, 100_000)])
     sim = sweep.simulated(measured, link)
-    # Ring all-reduce on 2 ranks: 2 alpha + n / beta per bucket (three buckets, sizes by hand).
-    one_round = sum(2e-3 + n / 1e6 for n in BY_HAND)
-    for i, row in enumerate(measured["rows"]):
-        assert sim["no_sync"][i] == pytest.approx(row["compute_s"] + one_round)
-        assert sim["naive"][i] == pytest.approx(row["compute_s"] + row["k"] * one_round)
+    # the first bucket hides behind the backward, the last costs 0.1 s after it
+    assert sim["naive"] == pytest.approx([1.2 + 0.05, 2 * 1.2 + 0.05])
+    assert sim["no_sync"] == pytest.approx([1.25, 1.1 + 1.2 + 0.05])
+    run = {"link": link, "k": 2, "loop": "no_sync", "wall_s": [2.5], "micro": [[quiet, synced]]}
+    runs = [{**measured, "emulated": [run]}] * 2
+    (row,) = sweep.validation(runs)
+    assert row["model_s"] == pytest.approx(2.35) and row["old_sum_s"] == pytest.approx(2.45)
+    assert row["error"] == pytest.approx(2.5 / 2.35 - 1) and row["buckets"] == 2
+    assert row["model_s"] == lockstep_update([[MicroStep(0.1, 1.0), micro]] * 2, link, 2, optimizer_s=0.05)[0]
 
 
-def test_loops_must_be_functions():
+def test_bad_input():
     with pytest.raises(TypeError, match="loops must map names"):
         sweep.measure({"naive": "naive"})
+    with pytest.raises(ValueError, match="rounds="):
+        sweep.measure({"naive": print}, rounds=(0,))
+    with pytest.raises(TypeError, match="link must be"):
+        LinkHook("1GbE")
+    with pytest.raises(TypeError, match="DistributedDataParallel"):
+        LinkHook().attach(object())

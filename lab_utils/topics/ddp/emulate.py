@@ -1,0 +1,150 @@
+"""An emulated link on real ranks: DDP's buckets wait on a slow "wire" without blocking the backward.
+
+    from lab_utils.simnet import LINKS
+    from lab_utils.topics.ddp.emulate import LinkHook
+    hook = LinkHook(LINKS["1GbE"]).attach(ddp)     # call on every rank, before the first backward
+    loss.backward()                                 # returns once the emulated link has delivered
+    hook.steps[-1]                                  # stamps of that backward (seconds from its start)
+    hook.close()
+
+``attach`` installs three things from outside the training loop:
+
+* a comm hook that does **not** block the backward: it stamps the time the bucket became ready
+  (seconds since the backward began) and queues the bucket for this rank's link thread;
+* one link thread per rank, a serial queue: a transfer starts once the previous one has ended and
+  every rank has the bucket (the latest ready time, one MAX all-reduce away: ranks on one machine
+  share the monotonic clock), the real all-reduce runs, and the bucket's future is completed only
+  at start + the link's cost
+  (``simnet.collective_seconds``: a ring all-reduce costs 2(p-1) alpha + 2(p-1)/p n/beta), so
+  the wall clock of the step includes the link exactly as ``lab_utils.overlap`` models it;
+* stamps of each micro-step: forward start, backward start (a gradient hook on the output) and
+  backward compute end (an autograd callback that runs before DDP waits for its buckets).
+
+With ``link=None`` the hook forwards each bucket at once (loopback only), so the same instrument
+records ready times without adding any delay. Everything is real except the link's cost.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from lab_utils.simnet import Link, collective_seconds
+
+__all__ = ["MicroStamps", "LinkHook"]
+
+
+@dataclass
+class MicroStamps:
+    """One forward + backward on this rank: seconds, buckets as ``(ready_s, nbytes)`` pairs
+    (ready_s from the backward's start) and when each transfer left and arrived on the link."""
+
+    forward_s: float = float("nan")
+    backward_s: float = float("nan")
+    buckets: list[tuple[float, int]] = field(default_factory=list)
+    transfers: list[tuple[float, float]] = field(default_factory=list)
+
+
+class LinkHook:
+    """DDP comm-hook state: each bucket queued on an emulated ``link`` (None: no delay)."""
+
+    def __init__(self, link: Link | None = None):
+        if link is not None and not isinstance(link, Link):
+            raise TypeError(f"link must be a lab_utils.simnet.Link or None, got {type(link).__name__}")
+        self.link = link
+        self.steps: list[MicroStamps] = []
+        self._world = 1
+        self._fwd0 = self._bwd0 = 0.0
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def attach(self, ddp: DDP) -> LinkHook:
+        """Install the comm hook, the stamps and the link thread on ``ddp`` (every rank)."""
+        if not isinstance(ddp, DDP):
+            raise TypeError(f"attach() needs a DistributedDataParallel model, got {type(ddp).__name__}")
+        self._world = dist.get_world_size()
+        self._sync = torch.zeros(1, dtype=torch.float64, device=next(ddp.parameters()).device)
+        ddp.register_forward_pre_hook(lambda *_: self._forward_started())
+        ddp.register_forward_hook(lambda _m, _i, out: self._watch(out))
+        ddp.register_comm_hook(self, _link_hook)
+        self._thread = threading.Thread(target=self._serve, name="emulated-link", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop the link thread (call after the last backward)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def reset(self) -> None:
+        self.steps.clear()
+
+    # -- stamps ----------------------------------------------------------------------------
+    def _forward_started(self) -> None:
+        self._fwd0 = time.perf_counter()
+        self.steps.append(MicroStamps())
+
+    def _watch(self, out: Any) -> None:
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(self._backward_started)
+
+    def _backward_started(self, grad: torch.Tensor) -> None:
+        self._bwd0 = time.perf_counter()
+        step = self.steps[-1]
+        step.forward_s = self._bwd0 - self._fwd0
+        # Runs when autograd has computed every gradient, before DDP waits for its buckets.
+        torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+
+    def _backward_done(self) -> None:
+        self.steps[-1].backward_s = time.perf_counter() - self._bwd0
+
+    # -- the link --------------------------------------------------------------------------
+    def _enqueue(self, bucket: Any) -> torch.futures.Future:
+        now = time.perf_counter()
+        buf = bucket.buffer()
+        nbytes = buf.numel() * buf.element_size()
+        step = self.steps[-1]
+        step.buckets.append((now - self._bwd0, nbytes))
+        fut: torch.futures.Future = torch.futures.Future()
+        self._queue.put((now, buf, nbytes, fut, step, self._bwd0))
+        return fut
+
+    def _serve(self) -> None:
+        free = 0.0  # when the link is next free (perf_counter seconds, as planned)
+        while (item := self._queue.get()) is not None:
+            ready, buf, nbytes, fut, step, bwd0 = item
+            try:
+                start = time.perf_counter()
+                if self.link is not None:
+                    # A collective starts once every rank has the bucket: the ranks of one machine
+                    # share the monotonic clock, so the latest ready time is one MAX all-reduce away.
+                    self._sync[0] = ready
+                    dist.all_reduce(self._sync, op=dist.ReduceOp.MAX)
+                    start = max(self._sync.item(), free)
+                dist.all_reduce(buf)  # the real collective (gloo or NCCL), from this thread
+                buf.div_(self._world)
+                end = time.perf_counter()
+                if self.link is not None:
+                    free = start + collective_seconds("all_reduce", nbytes, self._world, self.link)
+                    time.sleep(max(0.0, free - time.perf_counter()))
+                    end = max(free, time.perf_counter())
+                step.transfers.append((start - bwd0, end - bwd0))
+                fut.set_result(buf)
+            except Exception as e:  # surface it in the backward that waits for this bucket
+                fut.set_exception(e)
+
+
+def _link_hook(state: LinkHook, bucket):
+    """DDP comm hook: queue the bucket on the emulated link and return its (pending) future.
+
+    (No annotations: DDP checks them and this module's postponed ones would read as strings.)"""
+    return state._enqueue(bucket)
