@@ -9,7 +9,7 @@
     pipeline.figures.timeline([r["runs"][4]["events"][0] for r in res])
     pipeline.exercises.check_fill_drain(gpipe_step)
 
-Modules:
+Modules (each loaded on first use, so ranks import only what they need):
 
 - ``stages``: the model and data every run shares, ``split`` into stages (with boundaries), the
   shape check between stages, and the one-process large-batch reference;
@@ -25,6 +25,15 @@ Modules:
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.pipeline import exercises, figures, runs, stages, timeline, traffic, watch
+import importlib
+from types import ModuleType
 
 __all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic", "watch"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    # Each module loads on first use, so a rank that runs ``runs.measure`` does not import the
+    # figures (plotly) or the graders: start-up is most of a small launch on a 2-core machine.
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")

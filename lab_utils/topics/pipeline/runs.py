@@ -23,7 +23,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.checkpoint import checkpoint
 
@@ -134,6 +133,10 @@ def torch_step(kind: str) -> StepFn:
     """A step function running ``torch.distributed.pipelining``'s schedule ``kind`` ("GPipe" or
     "1F1B") on this rank's stage, with the same loss (mean over each micro-batch, gradients
     scaled by 1/m): a drop-in replacement for a hand-written step."""
+    # Imported here, not at the top: torch.distributed.pipelining costs each rank ~1.5 s of imports
+    # (it loads torch._dynamo), which a hand-written loop does not need.
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
     schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
     check_schedule(kind, 1 if kind == "GPipe" else 10**9, 1)
 
@@ -162,6 +165,8 @@ def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[s
     p x chunks stages and rank r holds stages r, r + p, ... One untimed step, then one recorded.
     Returns this rank's events (all its stages, ``stage`` = the stage's index), the messages of
     the recorded step, and each of its stages' gradient by stage index."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B  # see torch_step
+
     rank, p, dev = dist.get_rank(), dist.get_world_size(), dist_info().device
     n = p * chunks
     parts = stages.split(stages.model(spec), n)
