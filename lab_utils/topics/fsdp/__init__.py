@@ -11,7 +11,7 @@ figures and exercise checks.
     fsdp.figures.holdings(held, param_bytes)
     fsdp.exercises.check_windows(train_windows)
 
-Modules:
+Modules (each loaded on first use, so ranks import only what they need):
 
 - ``workload``: the model, data, micro-batches and large-batch reference every run shares;
 - ``holdings``: bytes of parameters, gradients (FSDP2's unsharded ones too), optimizer state and
@@ -24,6 +24,14 @@ Modules:
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.fsdp import exercises, figures, holdings, refusal, traffic, workload
+import importlib
+from types import ModuleType
 
 __all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload"]
+
+
+def __getattr__(name: str) -> ModuleType:
+    # Each module loads on first use, so a rank does not import the figures (plotly) or graders.
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")
