@@ -4,6 +4,7 @@
     cmd = scripts.command("accelerate", scripts.job_script(), processes=2)
     print(scripts.shown(cmd))      # accelerate launch --multi_gpu --num_processes 2 ... --processes 2
     out = scripts.run(cmd)         # returncode, rank 0's JSON result, the guard's error line
+    outs = scripts.run_all({"a": cmd, "b": cmd2})   # several commands at once, results by name
 
 Launchers: ``accelerate`` (``--multi_gpu``: its multi-process path, the script builds
 ``Accelerator(cpu=True)`` without a GPU), ``accelerate-cpu-trap`` (``--cpu``: ONE process,
@@ -17,13 +18,15 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from lab_utils.launch import free_port
 from lab_utils.topics.hf.guards import check_port_free
 
-__all__ = ["LAUNCHERS", "command", "job_script", "shown", "run"]
+__all__ = ["LAUNCHERS", "command", "job_script", "shown", "run", "run_all"]
 
 LAUNCHERS = ("accelerate", "accelerate-cpu-trap", "torchrun")
 _ACCELERATE = [sys.executable, "-m", "accelerate.commands.accelerate_cli", "launch"]
@@ -109,3 +112,13 @@ def run(cmd: list[str], *, timeout: float = 300.0, cwd: str | None = None) -> di
         "error": errors[-1] if errors else None,
         "log_tail": log[-3000:],
     }
+
+
+def run_all(cmds: Mapping[str, list[str]], *, timeout: float = 300.0, cwd: str | None = None) -> dict[str, Any]:
+    """``run`` for several commands at the same time (their processes overlap: one launcher waits
+    for its ranks while the other imports); ``{name: run(cmd)}`` in the order given."""
+    if not cmds:
+        raise ValueError("run_all needs at least one command, as {name: command}")
+    with ThreadPoolExecutor(max_workers=len(cmds)) as pool:
+        futures = {name: pool.submit(run, cmd, timeout=timeout, cwd=cwd) for name, cmd in cmds.items()}
+        return {name: future.result() for name, future in futures.items()}

@@ -5,6 +5,7 @@ torchrun forms are run here, one script run per test."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,18 @@ def test_commands_read_as_typed():
     with pytest.raises(ValueError, match="launcher"):
         scripts.command("mpirun", "job.py")
     assert Path(scripts.job_script()).resolve() == Path(SCRIPT)
+
+
+def test_run_all_runs_each_command_and_keeps_the_names():
+    write = "import json, sys; json.dump({'arg': sys.argv[1]}, open(sys.argv[-1], 'w'))"
+    fail = "import sys; print('RuntimeError: expected 2 processes'); sys.exit(3)"
+    out = scripts.run_all({"ok": [sys.executable, "-c", write, "x"], "trap": [sys.executable, "-c", fail]}, timeout=60)
+    assert list(out) == ["ok", "trap"]
+    assert out["ok"]["returncode"] == 0 and out["ok"]["result"] == {"arg": "x"}
+    assert out["trap"]["returncode"] == 3 and out["trap"]["result"] is None
+    assert out["trap"]["error"] == "expected 2 processes"
+    with pytest.raises(ValueError, match="at least one command"):
+        scripts.run_all({})
 
 
 def _two_process_result(launcher):
