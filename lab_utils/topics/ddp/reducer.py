@@ -12,24 +12,40 @@ and whether the ranks' ``.grad`` agree.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile
 
 from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
-__all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe"]
+__all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]
 
 REDUCER_EVENTS = ("torch::distributed::reducer::copy_", "torch::distributed::reducer::mul_out")
 """Profiler records of the reducer's own autograd hook at work: one per gradient it copies into
 its bucket (``Reducer::mark_variable_ready``, torch 2.13: a plain copy when a comm hook is
 registered, a copy scaled by 1/world size otherwise). An unarmed
 reducer's hook returns before it, so none are recorded inside ``no_sync``."""
+
+
+@contextlib.contextmanager
+def quiet_profile() -> Iterator[torch.autograd.profiler.profile]:
+    """The autograd profiler with its C++ start/stop lines (one per rank each time) kept off stderr."""
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        with torch.autograd.profiler.profile(use_kineto=False) as prof:
+            yield prof
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 class ReducerSpy:
@@ -94,10 +110,10 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
             armed = "prepare_for_backward" in spy.calls
             param_sync = ddp.require_forward_param_sync
         fired[0], before = 0, len(counter.events)
-        with ddp.no_sync() if bwd_in else nullcontext(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        with ddp.no_sync() if bwd_in else nullcontext(), quiet_profile() as prof:
             flag_bwd = ddp.require_backward_grad_sync
             loss.backward()
-        reducer_hooks = sum(e.name in REDUCER_EVENTS for e in prof.events())
+        reducer_hooks = sum(e.name in REDUCER_EVENTS for e in prof.function_events)
         grads = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
         everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
         dist.all_gather(everyone, grads)

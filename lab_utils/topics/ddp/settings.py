@@ -26,11 +26,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
-from torch.profiler import ProfilerActivity, profile
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
+from lab_utils.topics.ddp.reducer import quiet_profile
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, flat_params, micro_batches, model, wrap
 
 __all__ = [
@@ -81,9 +81,9 @@ def search_cost(repeats: int = 5, setup: Setup = DEFAULT) -> dict[str, float]:
         ddp(x).pow(2).mean().backward()  # warm-up
         best = float("inf")
         for _ in range(repeats):
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with quiet_profile() as prof:
                 ddp(x).pow(2).mean().backward()
-            best = min(best, sum(e.cpu_time_total for e in prof.events() if e.name == SEARCH_EVENT))
+            best = min(best, sum(e.cpu_time_total for e in prof.function_events if e.name == SEARCH_EVENT))
         out[f"find_unused_parameters={flag}"] = best
         del ddp
     return out
