@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from lab_utils.errors import LaunchTimeout, RankError
+from lab_utils.errors import LaunchError, LaunchTimeout
 
 __all__ = ["ENV", "STALL_ENV", "StageHang", "StageStalled", "naming_stages", "status", "diagnose", "read_statuses"]
 
@@ -79,6 +79,8 @@ class _Status:
     def stalled(self, world_size: int) -> StageStalled:
         """The error this rank raises when a send or receive waited ``stall_s``: what every
         stage was doing, read from their status files."""
+        self.state["stalled"] = True  # the parent names the hang from this, whatever launch reports
+        self._write()
         _, why = diagnose(read_statuses(self.folder), world_size)
         return StageStalled(f"stage {self.rank} waited {self.stall_s:g} s in a send or receive. {why}")
 
@@ -167,12 +169,14 @@ def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, st
                 f"Stage {r} expects more messages than stage {peer} makes: make both loops agree on the number "
                 f"of micro-batches and on which stage sends (a middle stage must receive AND send)."
             )
-        else:
+        elif other is not None and any(not m2["done"] and m2["peer"] == r for m2 in other["messages"]):
             fix = (
                 f"Both wait for the other: make the order of sends and receives on stage {r} mirror stage "
                 f"{peer}'s (a send on one side for every receive on the other, in the same order), or use "
                 f"isend / irecv so that a send does not block."
             )
+        else:
+            fix = f"Stage {peer} has not reached the {match} that stage {r} waits for: follow stage {peer} (below)."
         return r, why + fix + "\n" + "\n".join(lines)
     if not statuses:
         return None, "no stage had started its step: start-up or set-up took the whole timeout (raise timeout=)"
@@ -199,14 +203,21 @@ def naming_stages(stall_s: float | None = None) -> Iterator[str]:
         yield folder
     except StageHang:
         raise
-    except (LaunchTimeout, RankError) as err:
-        if isinstance(err, RankError) and err.exc_type != StageStalled.__name__:
-            raise  # a rank failed for another reason: launch's error says which and why
+    except LaunchError as err:
         statuses = read_statuses(folder)
+        stalled = [r for r, st in statuses.items() if st.get("stalled")]
+        if not (isinstance(err, LaunchTimeout) or stalled):
+            raise  # a rank failed for another reason: launch's error says which and why
+        # A stage that gave up may take a peer down with it (a rank aborting in a collective whose
+        # peer left): launch then reports that rank, but the statuses still say where it hung.
         world = max(statuses, default=-1) + 1
         stage, why = diagnose(statuses, world)
-        how = str(err) if isinstance(err, LaunchTimeout) else f"stage {err.rank} gave up after {stall_s:g} s"
-        raise StageHang(f"{why}\n\n({how.splitlines()[0]})", stage, statuses) from err
+        how = (
+            str(err).splitlines()[0]
+            if isinstance(err, LaunchTimeout)
+            else f"stage {stalled[0]} gave up after {stall_s:g} s"
+        )
+        raise StageHang(f"{why}\n\n({how})", stage, statuses) from err
     finally:
         for k, v in saved.items():
             if v is None:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lab_utils.errors import LaunchTimeout, RankError
+from lab_utils.errors import LaunchTimeout, RankDiedError, RankError
 from lab_utils.topics.pipeline import watch
 
 
@@ -73,10 +73,19 @@ def test_a_stage_that_gave_up_becomes_a_stage_hang_and_other_errors_pass():
         st = watch.status(0)
         st.phase("step")
         st.message("send", 1)
+        st.stalled(2)  # what the stage does on its rank before raising; launch then reports it
         raise RankError(0, "StageStalled", "stage 0 waited 2 s", "")
     assert err.value.stage == 0 and "gave up after 2 s" in str(err.value) and "send to stage 1" in str(err.value)
+    # launch may report another rank, one that died of it: the statuses still name the hang
+    with pytest.raises(watch.StageHang) as err, watch.naming_stages(stall_s=2.0):
+        st = watch.status(1)
+        st.phase("step")
+        st.message("recv", 0)
+        st.stalled(2)
+        raise RankDiedError(0, -6)
+    assert err.value.stage == 1 and "gave up after 2 s" in str(err.value)
     assert watch.STALL_ENV not in os.environ
-    with pytest.raises(RankError, match="ZeroDivisionError"), watch.naming_stages(stall_s=2.0):
+    with pytest.raises(RankError, match="ZeroDivisionError"), watch.naming_stages(stall_s=2.0):  # not a hang
         raise RankError(1, "ZeroDivisionError", "division by zero", "")
     with pytest.raises(ValueError, match="stall_s=0"), watch.naming_stages(stall_s=0):
         pass
