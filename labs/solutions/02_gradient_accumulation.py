@@ -36,15 +36,31 @@ def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scale
 
 
 # %% exercise="acc-tokens"
-def token_loss(model, mb, window):
-    """The loss to backpropagate for micro-batch mb of a window of token micro-batches."""
+def token_accumulate(model, optimizer, stream, K):
+    """Train on a stream of token micro-batches (you cannot look ahead), one optimizer step per K
+    of them (the last window may be short), each equal to one large batch of the window's sequences."""
     ### BEGIN SOLUTION
-    window_tokens = sum(accumulation.count_tokens(m) for m in window)
-    return accumulation.lm_token_loss_sum(model, mb) / window_tokens
+    tokens, seen = 0, 0
+
+    def step():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad /= tokens  # the gradient of the sum / the window's tokens = the gradient of its mean
+        optimizer.step()
+        optimizer.zero_grad()
+
+    for mb in stream:
+        accumulation.lm_token_loss_sum(model, mb).backward()  # a sum: its divisor is not known yet
+        tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
+        if seen == K:
+            step()
+            tokens, seen = 0, 0
+    if seen:  # the short last window: divided by its own tokens
+        step()
     ### END SOLUTION
 
 
 # %% exercise="acc-norms"
 ### BEGIN SOLUTION
-exact_norms = {"layernorm", "groupnorm", "batchnorm-eval"}
+exact_layers = {"groupnorm", "rmsnorm", "dropout-eval"}
 ### END SOLUTION

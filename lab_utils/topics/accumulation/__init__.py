@@ -2,7 +2,7 @@
 figures and exercise graders. The loops themselves are written in the lab's cells.
 
     from lab_utils.topics import accumulation
-    accumulation.windows(micro_batches, 4)                 # windows.py: K micro-batches per update
+    accumulation.windows(micro_batches, 4)                 # windowing.py: K micro-batches per update
     accumulation.num_updates(50, 8, epochs=3)              #   updates a scheduler must plan for
     accumulation.concat_batches(window)                    #   a window as one large batch
     accumulation.mse_sum(model, mb), accumulation.count_items(mb)          # losses.py: sums and
@@ -15,7 +15,7 @@ figures and exercise graders. The loops themselves are written in the lab's cell
 
 from lab_utils.topics.accumulation import datasets, exercises, figures, reference
 from lab_utils.topics.accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
-from lab_utils.topics.accumulation.windows import concat_batches, num_updates, window_sizes, windows
+from lab_utils.topics.accumulation.windowing import concat_batches, num_updates, window_sizes, windows
 
 __all__ = [
     "datasets",

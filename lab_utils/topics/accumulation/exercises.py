@@ -3,8 +3,8 @@
     from lab_utils.topics.accumulation import exercises
     exercises.check_tf_port(tf_style_accumulate)        # Exercise 1: seed 004's accum_vars, ported
     exercises.check_clipping(accumulate_with_clipping)  # Exercise 2: clip once per window, with a scaler
-    exercises.check_token_loss(token_loss)              # Exercise 3: token losses over a window
-    exercises.check_norms(exact_norms)                  # Exercise 4: which normalisations accumulate
+    exercises.check_token_stream(token_accumulate)      # Exercise 3: token losses from a stream
+    exercises.check_norms(exact_layers)                 # Exercise 4: which layers accumulate exactly
 
 Every grader builds its own model and data in float64, where "equal" means equal to rounding
 (1e-12), and computes its own large-batch reference (``reference.py``); it needs nothing else
@@ -24,14 +24,12 @@ from lab_utils import data, models
 from lab_utils.checks import grader, param_max_diff
 from lab_utils.topics.accumulation.losses import count_tokens, lm_token_loss_sum, mse_sum
 from lab_utils.topics.accumulation.reference import large_batch_grads, train_large_batch
-from lab_utils.topics.accumulation.windows import windows
+from lab_utils.topics.accumulation.windowing import windows
 
-__all__ = ["check_tf_port", "check_clipping", "check_token_loss", "check_norms", "NORMS", "CountingScaler"]
+__all__ = ["check_tf_port", "check_clipping", "check_token_stream", "check_norms", "LAYERS", "CountingScaler", "Stream"]
 
 F64 = torch.float64
 TOL = 1e-12
-MAX_NORM = 0.05  # small enough that every update of check_clipping's run is clipped
-NORMS = ("batchnorm", "layernorm", "groupnorm", "batchnorm-eval")
 
 
 def _regression(n_micro: int) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]]:
@@ -111,14 +109,20 @@ def check_clipping(accumulate_with_clipping: Callable) -> str:
     like one large batch per window whose gradient is clipped to ``max_norm`` before each step,
     with every loss scaled by ``scaler`` (a CPU ``GradScaler``)."""
     k = 4
-    model, micro = _regression(n_micro=2 * k)
+    model, micro = _regression(n_micro=4 * k)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
-    norms = train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=MAX_NORM)
-    if min(norms) <= MAX_NORM:  # the grader's own premise, not the student's fault
-        raise RuntimeError(f"check_clipping: clipping must bind, but a window's norm is {min(norms):.3g}")
+    # max_norm between the windows' norms: some updates are clipped, some not, so the gradient's
+    # scale matters (a max_norm that binds on every window would hide a forgotten 1 / K)
+    free = copy.deepcopy(model)
+    free_norms = train_large_batch(free, _sgd(free, 0.05, 0.9), micro, k, loss_sum=mse_sum)
+    max_norm = sorted(free_norms)[len(free_norms) // 2]
+    norms = train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=max_norm)
+    clipped = sum(n > max_norm for n in norms)
+    if not 0 < clipped < len(norms):  # the grader's own premise
+        raise RuntimeError(f"check_clipping: max_norm {max_norm:.3g} must bind on some windows only: {norms}")
     scaler = CountingScaler()
     try:
-        accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, MAX_NORM, scaler)
+        accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, max_norm, scaler)
     except RuntimeError as err:
         raise AssertionError(f"torch stopped your loop: {err}") from None
     n_windows = len(norms)
@@ -133,49 +137,99 @@ def check_clipping(accumulate_with_clipping: Callable) -> str:
     gap, moved = param_max_diff(mine, ref), param_max_diff(mine, model) / param_max_diff(ref, model)
     assert gap < TOL, (
         f"after {n_windows} updates your parameters differ from the clipped large batch's by {gap:.1e} "
-        f"(they moved {moved:.2g} x as far)"
+        f"(they moved {moved:.2g} x as far). max_norm was {max_norm:.3g}; the large batch's gradient norms "
+        f"were {', '.join(f'{n:.3g}' for n in norms)}, so only {clipped} of its {n_windows} updates were "
+        "clipped: is your window's gradient the large batch's (its scale included) when you clip it?"
     )
-    return f"{n_windows} clipped updates through the scaler, equal to the clipped large batch"
+    return f"{n_windows} updates through the scaler ({clipped} clipped), equal to the clipped large batch"
+
+
+class Stream:
+    """Micro-batches handed out one at a time: micro-batch ``i`` only once the model has run the
+    forward of micro-batch ``i - 1`` (a data stream you cannot look ahead in)."""
+
+    def __init__(self, micro_batches: list, model: nn.Module) -> None:
+        self.micro_batches, self.forwards, self.served = micro_batches, 0, 0
+        model.register_forward_pre_hook(self._count)
+
+    def _count(self, *_) -> None:
+        self.forwards += 1
+
+    def __iter__(self):
+        for i, mb in enumerate(self.micro_batches):
+            assert self.forwards >= i, (
+                f"your loop asked for micro-batch {i} after only {self.forwards} forwards: in this exercise "
+                "the micro-batches arrive one at a time, so a window's token count is known only after its forwards"
+            )
+            self.served += 1
+            yield mb
 
 
 @grader(
-    "Exercise 3 · token losses over a window",
-    hint="reread section 2.2: how much does one token weigh in one large batch?",
+    "Exercise 3 · token losses from a stream",
+    hint="reread section 2.2 (what one large batch divides by) and 2.4 (the last window): "
+    "the gradient is linear, so a sum can be divided after the backward",
 )
-def check_token_loss(token_loss: Callable) -> str:
-    """``token_loss(model, mb, window)`` is backpropagated for each micro-batch of each window; the
-    run must equal one large batch per window on sequences of different lengths."""
-    k = 4
-    micro = [data.lm_batch(n=3, vocab_size=64, min_len=3, max_len=16, seed=s) for s in range(2 * k)]
+def check_token_stream(token_accumulate: Callable) -> str:
+    """``token_accumulate(model, optimizer, stream, K)`` trains on a stream of token micro-batches
+    (no look-ahead), one step per K of them; the run must equal one large batch per window,
+    the short last window included."""
+    k = 3
+    micro = [data.lm_batch(n=3, vocab_size=64, min_len=3, max_len=16, seed=s) for s in range(2 * k + 2)]
     if len({count_tokens(mb) for mb in micro[:k]}) < 2:  # the grader's own premise
-        raise RuntimeError("check_token_loss: the micro-batches must hold different numbers of tokens")
+        raise RuntimeError("check_token_stream: the micro-batches must hold different numbers of tokens")
     model = models.tiny_gpt2(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32).to(F64)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
-    opt = _sgd(mine, 0.5)
-    for window in windows(micro, k):
-        for mb in window:
-            token_loss(mine, mb, window).backward()
-        opt.step()
-        opt.zero_grad()
+    opt, stream = _sgd(mine, 0.5), Stream(micro, mine)
+    steps = []
+    opt.register_step_post_hook(lambda *_: steps.append(stream.served))
+    token_accumulate(mine, opt, stream, k)
     train_large_batch(ref, _sgd(ref, 0.5), micro, k, loss_sum=lm_token_loss_sum, items=count_tokens)
-    assert param_max_diff(mine, model) > 1e-6, "the parameters did not move: return a loss that depends on the model"
+    want = [min(i + k, len(micro)) for i in range(0, len(micro), k)]
+    assert steps == want, (
+        f"optimizer steps after micro-batches {steps}, expected after {want} (K = {k}, {len(micro)} micro-batches: "
+        "the last window is short)"
+    )
+    assert param_max_diff(mine, model) > 1e-6, "the parameters did not move: backpropagate the token losses"
     gap = param_max_diff(mine, ref)
-    assert gap < TOL, f"after {len(micro) // k} updates your model differs from the large batch's by {gap:.1e}"
-    return "every token weighs the same as in one large batch"
+    assert gap < TOL, f"after {len(steps)} updates your model differs from the large batch's by {gap:.1e}"
+    return f"{len(steps)} updates from a stream (the last window short), each equal to one large batch"
 
 
-def _norm_mlp(kind: str) -> nn.Module:
+def _mlp_with(layer: nn.Module) -> nn.Module:
     torch.manual_seed(0)
-    norm = {"batchnorm": lambda: nn.BatchNorm1d(16), "layernorm": lambda: nn.LayerNorm(16)}.get(
-        kind, lambda: nn.GroupNorm(4, 16)
-    )()
-    return nn.Sequential(nn.Linear(8, 16), norm, nn.ReLU(), nn.Linear(16, 2)).to(F64)
+    return nn.Sequential(nn.Linear(8, 16), layer, nn.ReLU(), nn.Linear(16, 2)).to(F64)
 
 
-def _accumulates_exactly(name: str) -> bool:
+def _groupnorm() -> tuple[nn.Module, bool]:
+    return _mlp_with(nn.GroupNorm(4, 16)), True
+
+
+def _rmsnorm() -> tuple[nn.Module, bool]:
+    return _mlp_with(nn.RMSNorm(16)), True
+
+
+def _batchnorm_untracked_eval() -> tuple[nn.Module, bool]:
+    return _mlp_with(nn.BatchNorm1d(16, track_running_stats=False)), False
+
+
+def _dropout_eval() -> tuple[nn.Module, bool]:
+    return _mlp_with(nn.Dropout(0.5)), False
+
+
+# name -> a model with that layer, and whether it trains in train mode (False: eval mode)
+LAYERS: dict[str, Callable[[], tuple[nn.Module, bool]]] = {
+    "groupnorm": _groupnorm,
+    "rmsnorm": _rmsnorm,
+    "batchnorm-untracked-eval": _batchnorm_untracked_eval,
+    "dropout-eval": _dropout_eval,
+}
+
+
+def _accumulates_exactly(make: Callable[[], tuple[nn.Module, bool]]) -> bool:
     k = 4
-    model = _norm_mlp(name.removesuffix("-eval"))
-    model.train(not name.endswith("-eval"))
+    model, train_mode = make()
+    model.train(train_mode)
     _, micro = _regression(n_micro=2 * k)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
     opt = _sgd(mine, 0.1)
@@ -189,14 +243,16 @@ def _accumulates_exactly(name: str) -> bool:
 
 
 @grader(
-    "Exercise 4 · which normalisations accumulate exactly",
-    hint="reread section 2.3: does one sample's output depend on the other samples of its batch?",
+    "Exercise 4 · which layers accumulate exactly",
+    hint="reread section 2.3: does one sample's output depend on the other samples of its batch, in this mode?",
 )
-def check_norms(exact_norms: Iterable[str]) -> str:
-    """``exact_norms``: the names in ``NORMS`` whose models, trained with accumulation, equal one large batch."""
-    chosen = set(exact_norms)
-    unknown = chosen - set(NORMS)
-    assert not unknown, f"unknown names {sorted(unknown)}: choose among {list(NORMS)}"
-    safe = {name for name in NORMS if _accumulates_exactly(name)}
+def check_norms(exact_layers: Iterable[str]) -> str:
+    """``exact_layers``: the names in ``LAYERS`` whose models, trained with accumulation, equal one large batch."""
+    if isinstance(exact_layers, str):
+        raise TypeError(f"exact_layers={exact_layers!r}: give a set of names, e.g. {{{next(iter(LAYERS))!r}}}")
+    chosen = set(exact_layers)
+    unknown = chosen - set(LAYERS)
+    assert not unknown, f"unknown names {sorted(unknown)}: choose among {list(LAYERS)}"
+    safe = {name for name, make in LAYERS.items() if _accumulates_exactly(make)}
     assert chosen == safe, f"{len(chosen & safe)} right, {len(chosen ^ safe)} wrong (each model trained twice)"
-    return f"all {len(NORMS)} models trained both ways"
+    return f"all {len(LAYERS)} models trained both ways"

@@ -166,7 +166,9 @@ def memory_speed(
 ) -> go.Figure:
     """Two panels against the micro-batch size (log2 axis) at a fixed effective batch: the peak
     memory of one micro-batch's forward/backward, and training throughput."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=(memory_label, f"samples/s on {device}"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=(f"measured: {memory_label}", f"measured: samples/s on {device}")
+    )
     x = list(micro_batch_sizes)
     fig.add_trace(
         go.Scatter(x=x, y=[b / 2**20 for b in peak_bytes], mode="lines+markers", name="memory", marker_color=_OK), 1, 1
@@ -175,7 +177,7 @@ def memory_speed(
         go.Scatter(x=x, y=list(samples_per_s), mode="lines+markers", name="throughput", marker_color=_BAD), 1, 2
     )
     suffix = f" (effective batch {effective_batch})" if effective_batch else ""
-    style(fig, title="Smaller micro-batches: less memory, fewer samples/s" + suffix)
+    style(fig, title="Memory and throughput against the micro-batch size, measured" + suffix)
     fig.update_xaxes(type="log", dtick=0.30103, title_text="micro-batch size (log)")
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(showlegend=False)
@@ -190,7 +192,7 @@ def seed_table(
     memory_key: str = "peak_bytes",
 ) -> go.Figure:
     """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table (accumulation trades time for memory).
+    ``device``: the shape of the seed's table.
 
     ``measured``: rows in the order of ``setups``, each with ``seconds`` and ``memory_key``."""
     setups = list(setups)
@@ -214,7 +216,7 @@ def seed_table(
         1,
         2,
     )
-    style(fig, title="Accumulation trades time for memory (relative to batch B)", height=460)
+    style(fig, title=f"Time and memory of each setup relative to batch B, measured on {device}", height=460)
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0), margin=dict(b=90))
     return fig

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_utils.topics.accumulation.windows import Batch
+from lab_utils.topics.accumulation.windowing import Batch
 
 __all__ = ["count_items", "count_tokens", "mse_sum", "lm_token_loss_sum"]
 

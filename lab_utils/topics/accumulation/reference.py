@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from lab_utils.topics.accumulation.losses import count_items
-from lab_utils.topics.accumulation.windows import Batch, concat_batches, windows
+from lab_utils.topics.accumulation.windowing import Batch, concat_batches, windows
 
 __all__ = ["LossSum", "Items", "large_batch_grads", "train_large_batch"]
 

@@ -40,7 +40,7 @@ def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
 
 
 # ----------------------------------------------------------------------------- Exercise 2
-def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True):
+def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
         def clip():
             if unscale and use_scaler:
@@ -49,7 +49,7 @@ def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler:
 
         for window in accumulation.windows(micro_batches, K):
             for x, y in window:
-                loss = F.mse_loss(model(x), y) / len(window)
+                loss = F.mse_loss(model(x), y) / (len(window) if divide else 1)
                 (scaler.scale(loss) if use_scaler else loss).backward()
                 if per_micro_batch:
                     clip()
@@ -78,6 +78,7 @@ def test_the_instructors_clipping_passes():
         (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
         (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
         (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
+        (clipping(divide=False), "only 1 of its 4 updates were clipped"),  # forgot / K: K times the gradient
     ],
 )
 def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
@@ -86,27 +87,58 @@ def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wr
 
 
 # ----------------------------------------------------------------------------- Exercise 3
-def mean_of_means(model, mb, window):
-    return accumulation.lm_token_loss_sum(model, mb) / accumulation.count_tokens(mb) / len(window)
+def token_stream(*, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True):
+    def token_accumulate(model, optimizer, stream, K):
+        micro = list(stream) if look_ahead else stream
+        tokens, seen = 0, 0
+
+        def step():
+            for p in model.parameters():
+                p.grad /= 1 if per_micro_batch_mean else tokens
+            optimizer.step()
+            optimizer.zero_grad()
+
+        for mb in micro:
+            loss = accumulation.lm_token_loss_sum(model, mb)
+            (loss / accumulation.count_tokens(mb) / K if per_micro_batch_mean else loss).backward()
+            tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
+            if seen == K:
+                step()
+                tokens, seen = 0, 0
+        if seen and last_window:
+            step()
+
+    return token_accumulate
 
 
-def window_tokens(model, mb, window):
-    return accumulation.lm_token_loss_sum(model, mb) / sum(accumulation.count_tokens(m) for m in window)
+def test_token_stream_solution_passes():
+    names = {"torch": torch, "F": F, "accumulation": accumulation}
+    ns = solutions.solution("02_gradient_accumulation", "acc-tokens", names)
+    assert exercises.check_token_stream(ns["token_accumulate"]) == PASSED
 
 
-def test_token_loss_window_count_passes_and_mean_of_means_fails():
-    assert exercises.check_token_loss(window_tokens) == PASSED
-    with pytest.raises(AssertionError, match="✗.*differs from the large batch"):
-        exercises.check_token_loss(mean_of_means)
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
+        (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
+        (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
+    ],
+)
+def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):
+    with pytest.raises(AssertionError, match=f"✗.*{message}"):
+        exercises.check_token_stream(wrong)
 
 
 # ----------------------------------------------------------------------------- Exercise 4
-def test_norms_right_set_passes_and_forgetting_frozen_batchnorm_fails():
-    assert exercises.check_norms({"layernorm", "groupnorm", "batchnorm-eval"}) == PASSED
-    with pytest.raises(AssertionError, match="✗"):
-        exercises.check_norms({"layernorm", "groupnorm"})
+def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
+    assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
+    with pytest.raises(AssertionError, match="✗.*1 wrong"):  # "eval mode is exact": not without running stats
+        exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"})
     with pytest.raises(AssertionError, match="unknown names"):
-        exercises.check_norms({"rmsnorm"})
+        exercises.check_norms({"layernorm"})
+    with pytest.raises(TypeError, match="give a set of names"):
+        exercises.check_norms("groupnorm")
 
 
 # ----------------------------------------------------------------------------- stubs
@@ -115,7 +147,7 @@ def stub(*args):
 
 
 @pytest.mark.parametrize(
-    "check", [exercises.check_tf_port, exercises.check_clipping, exercises.check_token_loss, exercises.check_norms]
+    "check", [exercises.check_tf_port, exercises.check_clipping, exercises.check_token_stream, exercises.check_norms]
 )
 def test_stubs_are_not_attempted(check, capsys):
     assert check(...) == NOT_ATTEMPTED
