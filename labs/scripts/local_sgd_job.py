@@ -15,6 +15,10 @@ Run it on N processes of one machine (CPU or GPU):
     # several machines: torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
     #     --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=lsgd local_sgd_job.py --processes 4
 
+Tested: the lab's test suite runs the ``accelerate launch`` form on 2 CPU processes (one run that
+checks every averaging); the ``torchrun`` forms are not run by the suite (the one-machine form was
+run by hand).
+
 Pitfall: ``accelerate launch --cpu --num_processes 2`` starts ONE process, and on a CPU an
 Accelerator built without ``cpu=True`` leaves each process training alone; ``--processes N``
 makes the script stop with an explanation instead of training quietly without averaging.

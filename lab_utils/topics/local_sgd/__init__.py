@@ -13,7 +13,7 @@ Modules:
     record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
     accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted (barriers too)
     cost             measured compute + simulated communication (the overlap model) = time on another network
-    study            run_seeds(method, ...): several seeds trained as one; verdicts as strong as their spread
+    study            run_seeds(method, ...): several seeds trained as one; paired and worst-vs-best verdicts
     figures          the lab's plotly figures
     exercises        the graders of the lab's exercises
 """

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lab_utils.overlap import backward_with_comm, evenly_ready, serial_seconds
+from lab_utils.overlap import MicroStep, evenly_ready, naive_update, serial_seconds
 from lab_utils.simnet import Link
 
 Links = Link | Mapping[int, Link]  # one link, or one per group size
@@ -73,11 +73,10 @@ def step_time(
     hooked = [e for e, d in zip(events, during) if d]
     after = [e for e, d in zip(events, during) if not d]
     backward = backward_share * compute_s
-    end = backward
-    for p, ops in _ops(hooked, world_size).items():
-        buckets = evenly_ready([n for _, n in ops], backward)
-        end = max(end, backward_with_comm(buckets, backward, _link(link, p), p).end_s)
-    t = compute_s - backward + end
+    t = compute_s  # a step without collectives in its backward
+    for p, ops in _ops(hooked, world_size).items():  # one update of one micro-step, overlapped (k=1)
+        micro = MicroStep(compute_s - backward, backward, evenly_ready([n for _, n in ops], backward))
+        t = max(t, naive_update(micro, 1, _link(link, p), p))
     return t + sum(serial_seconds(ops, _link(link, p), p) for p, ops in _ops(after, world_size).items())
 
 

@@ -25,6 +25,11 @@ from lab_utils.topics.local_sgd.cost import simulated_seconds
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
 
+def _measured(title: str) -> str:
+    """Titles of figures drawn from runs on this machine say so (simulated ones use ``simulated``)."""
+    return title if title.startswith("measured") else f"measured: {title}"
+
+
 def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
@@ -67,7 +72,10 @@ def loss(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, title:
             )
         )
     return style(
-        fig, title=title or "loss against steps (equal work per step)", xaxis="optimizer step", yaxis="held-out loss"
+        fig,
+        title=_measured(title or "loss against steps (equal work per step)"),
+        xaxis="optimizer step",
+        yaxis="held-out loss",
     )
 
 
@@ -246,7 +254,7 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
     n = len(next(iter(study.values()))["seeds"])
     return style(
         fig,
-        title=title or f"equal communication: loss against rounds (mean and range of {n} seeds)",
+        title=_measured(title or f"equal communication: loss against rounds (mean and range of {n} seeds)"),
         xaxis="communication rounds (all-reduces of the whole model)",
         yaxis="held-out loss",
     )
@@ -284,7 +292,7 @@ def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> g
     n = len(next(iter(study.values()))["seeds"])
     style(
         fig,
-        title=title or f"DiLoCo: final loss against the outer step ({n} seeds: mean, best to worst)",
+        title=_measured(title or f"DiLoCo: final loss against the outer step ({n} seeds: mean, best to worst)"),
         xaxis="outer learning rate",
         yaxis="held-out loss after the last round",
     )

@@ -5,12 +5,18 @@ at once, compared at equal communication, and verdicts only as strong as the see
         return {"local H=8": study.run_seeds(train_local, steps=steps, seeds=(0, 1, 2), H=8), ...}
     res = launch(study, world_size=2, args=(128,))[0]
     study.verdict(res["local H=8"]["final"], res["accum K=8"]["final"])   # 'beats', 'loses' or 'ties'
+    study.paired_verdict(res["local H=8"]["final"], res["accum K=8"]["final"])  # 'beats', 'loses' or 'mixed'
 
 ``run_seeds`` trains the seeds' models *as one* (:class:`SeedStack`: their parameters stacked
 along a new first dimension, each linear layer one batched matmul), so a study of S seeds costs
 about one run, not S. Every operation of the methods is elementwise per parameter (SGD, momentum,
-AdamW, averaging, an outer Nesterov step) or per seed (the loss), so each seed trains exactly as
-it would alone; ``tests/topics/local_sgd/test_study.py`` checks that against separate runs.
+AdamW, averaging, an outer Nesterov step) or per seed (the loss), so each seed should train as
+it would alone. ``tests/topics/local_sgd/test_study.py`` checks this against separate runs for one
+process with plain SGD and AdamW only; DDP, accumulation and the outer step rest on the argument.
+
+Two verdicts: seeds are *paired* (seed s gives every method the same initialisation, data and
+batch order), so ``paired_verdict`` says A beats B when A is better on every seed; ``verdict`` is
+the stronger statement, A's worst seed better than B's best (beats by more than the spread).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from torch import nn
 from lab_utils.comm import CommCounter
 from lab_utils.topics.local_sgd import task
 
-__all__ = ["SeedStack", "run_seeds", "verdict", "spread"]
+__all__ = ["SeedStack", "run_seeds", "verdict", "paired_verdict", "spread"]
 
 
 class _GradTimes(torch.autograd.Function):
@@ -193,3 +199,22 @@ def verdict(a: Sequence[float], b: Sequence[float]) -> str:
     if max(b) < min(a):
         return "loses"
     return "ties"
+
+
+def paired_verdict(a: Sequence[float], b: Sequence[float]) -> str:
+    """Held-out losses of A and B on the same seeds, in the same order (lower is better):
+    ``'beats'`` if A is better than B on every seed, ``'loses'`` if worse on every seed, else
+    ``'mixed'``. Seed s gives both the same initialisation, data and batch order, so a win on
+    every seed is a win on every pairing, even when the seeds' ranges overlap.
+
+        paired_verdict([1.305, 0.884, 1.266], [1.418, 1.039, 1.399])   # 'beats' (verdict(): 'ties')
+    """
+    if not a or len(a) != len(b):
+        raise ValueError(
+            f"paired_verdict() needs one value per seed on each side, in seed order: got {len(a)} and {len(b)}"
+        )
+    if all(x < y for x, y in zip(a, b)):
+        return "beats"
+    if all(x > y for x, y in zip(a, b)):
+        return "loses"
+    return "mixed"

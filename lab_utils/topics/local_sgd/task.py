@@ -21,7 +21,16 @@ from torch import nn
 from lab_utils.data import classification
 from lab_utils.models import mlp
 
-__all__ = ["TASK", "OPTIMIZERS", "make_model", "make_data", "make_optimizer", "rank_shard", "rank_batches"]
+__all__ = [
+    "TASK",
+    "OPTIMIZERS",
+    "make_model",
+    "make_data",
+    "default_lr",
+    "make_optimizer",
+    "rank_shard",
+    "rank_batches",
+]
 
 # 10 Gaussian blobs in 32 dimensions, an MLP of 11,082 parameters (44 KB of fp32).
 TASK: dict[str, Any] = dict(dim=32, classes=10, width=64, depth=2, per_rank=1024, batch=32, eval_n=2048)
@@ -47,11 +56,16 @@ def make_data(
     return x[:n], y[:n], x[n:], y[n:]
 
 
-def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float | None = None) -> torch.optim.Optimizer:
-    """``sgd``, ``momentum`` (0.9), ``adam`` or ``adamw``; default lr 0.1 for SGD, 3e-3 for Adam."""
+def default_lr(name: str) -> float:
+    """The learning rate ``make_optimizer(name, ...)`` uses when none is given: ``default_lr("sgd") * 8``."""
     if name not in OPTIMIZERS:
         raise ValueError(f"optimizer={name!r} is not one of {OPTIMIZERS}")
-    lr = lr if lr is not None else (0.1 if name in ("sgd", "momentum") else 3e-3)
+    return 0.1 if name in ("sgd", "momentum") else 3e-3
+
+
+def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float | None = None) -> torch.optim.Optimizer:
+    """``sgd``, ``momentum`` (0.9), ``adam`` or ``adamw``; lr ``default_lr(name)`` unless given."""
+    lr = lr if lr is not None else default_lr(name)
     # foreach: one kernel per operation for all tensors (the CPU default is one per tensor)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, foreach=True)

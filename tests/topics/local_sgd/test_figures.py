@@ -34,6 +34,7 @@ def test_spread_marks_the_averagings():
 
 def test_loss_traffic_and_time_figures():
     assert len(figures.loss(RUNS, ["DDP", "H=4"]).data) == 2
+    assert figures.loss(RUNS, ["DDP"], title="x").layout.title.text == "measured: x"
     assert list(figures.traffic(RUNS, ["DDP", "H=4"]).data[0].y) == [8000, 2000]
     fig = figures.wallclock(RUNS, LINKS["WAN"], 2, 1e-3, ["DDP", "H=4"])
     assert "simulated" in fig.layout.title.text and len(fig.data) == 2

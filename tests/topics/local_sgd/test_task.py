@@ -51,3 +51,12 @@ def test_errors_say_what_to_do():
     with pytest.raises(ValueError, match="optimizer='lion'"):
         task.make_optimizer("lion", task.make_model().parameters())
     assert task.make_optimizer("momentum", task.make_model().parameters()).defaults["momentum"] == 0.9
+
+
+def test_default_lr_is_what_make_optimizer_uses():
+    for name in task.OPTIMIZERS:
+        opt = task.make_optimizer(name, [torch.nn.Parameter(torch.zeros(2))])
+        assert opt.param_groups[0]["lr"] == task.default_lr(name)
+    assert task.default_lr("sgd") != task.default_lr("adam")
+    with pytest.raises(ValueError, match="optimizer='lamb'"):
+        task.default_lr("lamb")
