@@ -122,7 +122,11 @@ def _check(world_size: int, k: int = 1) -> None:
 
 
 def backward_with_comm(buckets: Sequence[Bucket], backward_s: float, link: Link, world_size: int) -> OverlapStep:
-    """The backward with each bucket's collective queued on ``link`` as soon as it is ready."""
+    """The backward with each bucket's collective queued on ``link`` as soon as it is ready.
+
+    Transfers go in order of ``ready_s``. DDP (and :func:`lockstep_update`) send buckets in bucket
+    order instead; the two agree whenever ready times rise with the bucket index, as they do for
+    DDP's rebuilt buckets (filled in the order the backward makes the gradients)."""
     _check(world_size)
     if any(b.ready_s > backward_s * (1 + 1e-9) + 1e-12 for b in buckets):
         raise ValueError(f"a bucket is ready after the backward ended ({backward_s} s): ready_s must be <= backward_s")
@@ -181,7 +185,8 @@ def lockstep_update(
     free): the slowest rank sets the pace. ``per_rank[r][i]`` is rank r's micro-step i; a
     micro-step with no buckets sends nothing (under ``no_sync``). Each rank leaves a synchronised
     backward at max(its own compute end, the last transfer's end). One rank, one list: the same
-    as :func:`naive_update` / :func:`no_sync_update` for its micro-steps.
+    as :func:`naive_update` / :func:`no_sync_update` for its micro-steps. Buckets go on the link
+    in their index order, as DDP launches them (see :func:`backward_with_comm` for ready order).
 
         lockstep_update([[MicroStep(0.1, 0.2, [Bucket(0.2, 1e6)])]] * 2, LINKS["1GbE"], 2)
     """

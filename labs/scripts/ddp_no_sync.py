@@ -14,15 +14,18 @@ second, MASTER = the first machine's address, port 29400 open between them:
 
 Only global rank 0 writes checkpoints; to resume on several machines, every machine must read the
 same ``--ckpt-dir`` (shared storage) or a copy of it. Do not pass ``--master_port=0`` to torchrun
-(it waits for ever): use ``--standalone`` on one machine, or a port you know is free.
+(it hangs in torch 2.13 on this course's machines): use ``--standalone`` on one machine, or a port you
+know is free. A checkpoint is written to a temporary file and renamed into place (``os.replace``),
+so a run killed while saving leaves the previous epoch's file intact, never a truncated one.
 
 What it does: a small MLP on a seeded regression; each epoch, ``DistributedSampler.set_epoch``
 reshuffles the samples across ranks (without it every epoch repeats the same order); every ``--k``
 micro-batches make one optimizer update, the first k - 1 of them forward AND backward inside
 ``no_sync()`` (gradients accumulate locally), the last one outside (one all-reduce of the sum).
 SGD with momentum, so a resume must restore the optimizer's state too. Global rank 0 prints one
-JSON line at the end (and writes it to ``--out``): world size, epochs run, mean loss per epoch and
-the final parameters. Nothing here comes from the course's ``lab_utils``.
+JSON line at the end (and writes it to ``--out``): world size, epochs run, mean loss per epoch, the
+first sample indices rank 0 drew in each epoch (to see the reshuffle) and the final parameters.
+Nothing here comes from the course's ``lab_utils``.
 """
 
 from __future__ import annotations
@@ -117,21 +120,24 @@ def main() -> None:
         opt.load_state_dict(state["optimizer"])
         start = state["epoch"]
 
-    losses = {}
+    losses, first = {}, {}
     for epoch in range(start, args.epochs):
         sampler.set_epoch(epoch)  # a different shuffle each epoch, the same on every rank
+        first[epoch] = list(iter(sampler))[:4]  # this rank's first samples of the epoch
         losses[epoch] = train_epoch(ddp, opt, loader, args.k, device)
         if args.ckpt_dir and rank == 0:  # one writer; the others wait at the barrier
             os.makedirs(args.ckpt_dir, exist_ok=True)
             state = {"epoch": epoch + 1, "model": ddp.module.state_dict(), "optimizer": opt.state_dict()}
-            torch.save(state, os.path.join(args.ckpt_dir, f"epoch_{epoch + 1}.pt"))
+            final = os.path.join(args.ckpt_dir, f"epoch_{epoch + 1}.pt")
+            torch.save(state, final + ".tmp")  # complete on disk before it takes the real name
+            os.replace(final + ".tmp", final)  # atomic: readers see the old file or the new one
         dist.barrier()
 
     if rank == 0:
         params = torch.cat([p.detach().flatten().cpu() for p in ddp.module.parameters()])
         line = json.dumps(
             {"world_size": world, "backend": dist.get_backend(), "resumed_from": path, "epochs_run": list(losses),
-             "losses": list(losses.values()), "params": params.tolist()}
+             "losses": list(losses.values()), "first_indices": list(first.values()), "params": params.tolist()}
         )  # fmt: skip
         print(line)
         if args.out:

@@ -22,6 +22,10 @@
 
 With ``link=None`` the hook forwards each bucket at once (loopback only), so the same instrument
 records ready times without adding any delay. Everything is real except the link's cost.
+
+On a GPU the host runs ahead of the kernels, so a clock read alone would stamp launch times: when
+the model lives on CUDA every stamp first waits for the device (``torch.cuda.synchronize``). That
+costs the overlap a little (the host cannot queue work ahead), so GPU stamps are an upper bound.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class LinkHook:
         self.link = link
         self.steps: list[MicroStamps] = []
         self._world = 1
+        self._cuda = False
         self._fwd0 = self._bwd0 = 0.0
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
@@ -70,7 +75,9 @@ class LinkHook:
         if not isinstance(ddp, DDP):
             raise TypeError(f"attach() needs a DistributedDataParallel model, got {type(ddp).__name__}")
         self._world = dist.get_world_size()
-        self._sync = torch.zeros(1, dtype=torch.float64, device=next(ddp.parameters()).device)
+        device = next(ddp.parameters()).device
+        self._cuda = device.type == "cuda"
+        self._sync = torch.zeros(1, dtype=torch.float64, device=device)
         ddp.register_forward_pre_hook(lambda *_: self._forward_started())
         ddp.register_forward_hook(lambda _m, _i, out: self._watch(out))
         ddp.register_comm_hook(self, _link_hook)
@@ -89,8 +96,14 @@ class LinkHook:
         self.steps.clear()
 
     # -- stamps ----------------------------------------------------------------------------
+    def _now(self) -> float:
+        """The clock once the device has finished the work queued so far (CUDA runs asynchronously)."""
+        if self._cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     def _forward_started(self) -> None:
-        self._fwd0 = time.perf_counter()
+        self._fwd0 = self._now()
         self.steps.append(MicroStamps())
 
     def _watch(self, out: Any) -> None:
@@ -98,18 +111,18 @@ class LinkHook:
             out.register_hook(self._backward_started)
 
     def _backward_started(self, grad: torch.Tensor) -> None:
-        self._bwd0 = time.perf_counter()
+        self._bwd0 = self._now()
         step = self.steps[-1]
         step.forward_s = self._bwd0 - self._fwd0
         # Runs when autograd has computed every gradient, before DDP waits for its buckets.
         torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
 
     def _backward_done(self) -> None:
-        self.steps[-1].backward_s = time.perf_counter() - self._bwd0
+        self.steps[-1].backward_s = self._now() - self._bwd0
 
     # -- the link --------------------------------------------------------------------------
     def _enqueue(self, bucket: Any) -> torch.futures.Future:
-        now = time.perf_counter()
+        now = self._now()
         buf = bucket.buffer()
         nbytes = buf.numel() * buf.element_size()
         step = self.steps[-1]

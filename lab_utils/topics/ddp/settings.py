@@ -89,28 +89,29 @@ def search_cost(repeats: int = 5, setup: Setup = DEFAULT) -> dict[str, float]:
     return out
 
 
-def _bucket_storages(state: set[int], bucket):
-    state.add(bucket.buffer().untyped_storage().data_ptr())
+def _bucket_storages(state: dict[int, int], bucket):
+    buf = bucket.buffer()
+    state[buf.untyped_storage().data_ptr()] = buf.numel() * buf.element_size()
     return default_hooks.allreduce_hook(None, bucket)
 
 
 def bucket_view(setup: Setup = DEFAULT) -> dict[str, dict[str, int]]:
     """For ``gradient_as_bucket_view`` False and True, after two steps (the buckets rebuilt): the
-    bytes of ``.grad`` storages that are not DDP's bucket buffers, and the bucket buffers' bytes."""
+    bytes of ``.grad`` storages that are not DDP's bucket buffers, and the bucket buffers' bytes
+    (summed over the buffers the comm hook was handed in the second backward)."""
     info, out = dist_info(), {}
     x = torch.randn(setup.micro_batch, setup.dim).to(info.device)
     for flag in (False, True):
         ddp = wrap(model(setup), 0.25, gradient_as_bucket_view=flag)
-        seen: set[int] = set()
+        seen: dict[int, int] = {}
         ddp.register_comm_hook(seen, _bucket_storages)
         for _ in range(2):
             seen.clear()
             ddp(x).pow(2).mean().backward()
         storages = {p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes() for p in ddp.parameters()}
-        grads = sum(p.numel() * p.element_size() for p in ddp.parameters())
         out[f"gradient_as_bucket_view={flag}"] = {
             "outside_buckets": sum(n for ptr, n in storages.items() if ptr not in seen),
-            "bucket_buffers": grads,  # the buckets hold every gradient exactly once
+            "bucket_buffers": sum(seen.values()),  # measured: the bytes of the buffers the comm hook saw
             "grad_storages": len(storages),
         }
         del ddp
@@ -172,7 +173,9 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]
 
 
 def buffers(pattern: tuple[bool, ...] = (False, False, True, False, False)) -> list[dict[str, Any]]:
-    """A model with BatchNorm (buffers) under DDP (``broadcast_buffers=True``), one forward per
+    """A model with BatchNorm (buffers) under DDP with its default buffer sync (torch 2.13:
+    ``forward_sync_buffers=None``, which means True; ``broadcast_buffers`` is its deprecated name,
+    and ``will_sync_module_buffers()`` reads ``forward_sync_buffers``), one forward per
     entry of ``pattern`` (True: inside ``no_sync``). Per forward: ``require_forward_param_sync``
     before it, whether it broadcast rank 0's buffers (``_sync_buffers`` called), the flag after."""
     info = dist_info()

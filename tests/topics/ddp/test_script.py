@@ -1,5 +1,6 @@
 """labs/scripts/ddp_no_sync.py under torchrun: trained on one node, then resumed from its epoch-1
-checkpoint by two agents standing in for two machines, it reaches the uninterrupted run's parameters."""
+checkpoint by two agents standing in for two machines, it reaches the uninterrupted run's parameters,
+and the sampler reshuffles every epoch."""
 
 from __future__ import annotations
 
@@ -41,6 +42,10 @@ def test_resumed_run_reaches_the_uninterrupted_one(tmp_path):
     assert (final - halfway).abs().max() > 1e-3  # epoch 2 moved the weights: resuming is not a no-op
     assert torch.allclose(torch.tensor(resumed["params"]), final, atol=1e-6, rtol=0)
     assert resumed["losses"][0] == pytest.approx(whole["losses"][1], abs=1e-6)
+    # set_epoch: each epoch draws another order (without it both epochs would start alike), and the
+    # resumed run draws epoch 2's order, not epoch 1's again
+    assert whole["first_indices"][0] != whole["first_indices"][1]
+    assert resumed["first_indices"] == whole["first_indices"][1:]
 
 
 def test_script_stands_alone_and_says_how_to_run():

@@ -24,7 +24,11 @@ def test_gradients_as_bucket_views(runs):
     assert view["gradient_as_bucket_view=False"] == {
         "outside_buckets": PARAM_BYTES, "bucket_buffers": PARAM_BYTES, "grad_storages": 8
     }  # fmt: skip
-    assert view["gradient_as_bucket_view=True"]["outside_buckets"] == 0
+    assert view["gradient_as_bucket_view=True"] == {
+        "outside_buckets": 0,
+        "bucket_buffers": PARAM_BYTES,
+        "grad_storages": 3,
+    }
 
 
 def test_compression_hooks(runs):
