@@ -10,7 +10,7 @@ figures and exercise graders. The loops themselves are written in the lab's cell
     accumulation.reference.train_large_batch(model, opt, micro_batches, 4, loss_sum=...)  # reference.py
     accumulation.datasets.lm_by_length(10, 4, 4)           # datasets.py: data that makes a point show
     accumulation.figures.gap(gaps)                         # figures.py: the lab's plotly figures
-    accumulation.exercises.check_token_loss(token_loss)    # exercises.py: the graders
+    accumulation.exercises.check_token_stream(token_accumulate)  # exercises.py: the graders
 """
 
 from lab_utils.topics.accumulation import datasets, exercises, figures, reference

@@ -5,8 +5,9 @@
     grads = large_batch_grads(model, micro_batches, loss_sum=mse_sum, items=count_items)
 
 Each window of ``k`` micro-batches is concatenated into one batch and its mean loss (the loss
-sum over the batch's item count) gets one forward, one backward, one step. The lab writes the
-same loop in a cell; this copy lets a grader measure a student's loop without the notebook.
+sum over the batch's item count) gets one forward, one backward, one step. The lab teaches the
+same loop in a cell (``large_batch``) and checks it equal to this one, clipped and not; this copy
+lets a grader measure a student's loop without the notebook.
 """
 
 from __future__ import annotations
