@@ -22,7 +22,13 @@ import ipywidgets as W
 from lab_utils.overlap import MicroStep, backward_with_comm, evenly_ready, naive_update, no_sync_update
 from lab_utils.simnet import LINKS, Link
 
-__all__ = ["micro_step", "per_update", "break_even_gbit", "widget"]
+__all__ = ["ASSUMPTIONS", "micro_step", "per_update", "break_even_gbit", "widget"]
+
+ASSUMPTIONS = (
+    "Assumed: float32 gradients in 25 MiB buckets (no smaller first bucket: DDP's real first bucket is "
+    "1 MiB), ready evenly through the backward; the backward is 2/3 of a micro-step, the forward 1/3; "
+    "a ring all-reduce per bucket; the optimizer step not counted. Simulated, not measured."
+)
 
 
 def micro_step(
@@ -123,4 +129,4 @@ def widget(
     for w in (w_params, w_world, w_link, w_micro, w_k):
         w.observe(redraw, names="value")
     redraw()
-    return W.VBox([W.HBox([w_params, w_world, w_link]), W.HBox([w_micro, w_k]), out])
+    return W.VBox([W.HBox([w_params, w_world, w_link]), W.HBox([w_micro, w_k]), W.HTML(f"<i>{ASSUMPTIONS}</i>"), out])

@@ -52,9 +52,9 @@ def measure(
     ready time and bytes), and the optimizer step timed. Then one emulated link per value of
     ``rounds``: a link (latency ``latency_s``) on which one all-reduce round of every bucket takes
     that many times the measured backward (the slowest rank's median), so the experiment means the
-    same on a fast or a slow machine; for each, each loop and each K, ``repeats`` updates timed on
-    the wall clock with every micro-step's stamps. Two warm-up backwards first, so DDP has rebuilt
-    its buckets before anything counts."""
+    same on a fast or a slow machine; for each and each K, ``repeats`` updates of every loop, the
+    loops alternating, timed on the wall clock with every micro-step's stamps. Two warm-up
+    backwards first, so DDP has rebuilt its buckets before anything counts."""
     if not loops or not all(callable(f) for f in loops.values()):
         raise TypeError(f"loops must map names to update functions (ddp, optimizer, micro_batches), got {loops!r}")
     if not all(r > 0 for r in rounds):
@@ -83,15 +83,15 @@ def measure(
         hook.link = link
         next(iter(loops.values()))(ddp, opt, mbs[:1])  # warm-up: the link thread's first collectives
         for k in ks:
-            for name, update in loops.items():
-                walls, stamps = [], []
-                for _ in range(repeats):
+            runs = {name: {"link": link, "k": k, "loop": name, "wall_s": [], "micro": []} for name in loops}
+            for _ in range(repeats):  # the loops alternate, so a slow spell of the machine hits both alike
+                for name, update in loops.items():
                     hook.reset()
                     with Timer() as t:
                         update(ddp, opt, mbs[:k])
-                    walls.append(t.seconds)
-                    stamps.append(_plain(hook.steps))
-                emulated.append({"link": link, "k": k, "loop": name, "wall_s": walls, "micro": stamps})
+                    runs[name]["wall_s"].append(t.seconds)
+                    runs[name]["micro"].append(_plain(hook.steps))
+            emulated.extend(runs.values())
     hook.close()
     del ddp, opt
     return {
@@ -159,8 +159,11 @@ def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rank 0 against the overlap model fed with every rank's stamps of that same update
     (``overlap.lockstep_update``), and against the old sum (every bucket sent after the whole
     backward). Of the repeats, the fastest (the least disturbed by other programs) is compared;
-    ``error`` = measured / model - 1."""
+    ``error`` = measured / model - 1. ``typical_s`` is the model for the typical micro-step
+    (``micro_step``, the loopback medians) on that link: it does not inherit one update's compute
+    noise, so between the loops it differs by exactly (K - 1) exposed parts."""
     w, opt = len(per_rank), per_rank[0]["optimizer_step_s"]
+    typical, per_loop = micro_step(per_rank[0]), {"naive": naive_update, "no_sync": no_sync_update}
     rows = []
     for i, run in enumerate(per_rank[0]["emulated"]):
         link = run["link"]
@@ -173,6 +176,8 @@ def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {"link": link.name, "k": run["k"], "loop": run["loop"], "measured_s": wall, "model_s": pred,
              "old_sum_s": old, "error": wall / pred - 1, "old_sum_error": wall / old - 1,
+             "typical_s": per_loop[run["loop"]](typical, run["k"], link, w, optimizer_s=opt)
+             if run["loop"] in per_loop else float("nan"),
              "buckets": len(run["micro"][0][-1]["buckets"])}
         )  # fmt: skip
     return rows

@@ -60,7 +60,7 @@ def _all(k: int, updates: int) -> dict:
         "probe": reducer.probe(setup=SMALL),
         "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
         "sweep": sweep.measure(
-            {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(2,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
+            {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(20,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
         ),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),
     }

@@ -37,6 +37,7 @@ def test_break_even():
 def test_widget_and_errors():
     box = calculator.widget(link="1GbE")
     report = box.children[-1]
+    assert "2/3 of a micro-step" in box.children[-2].value and "1 MiB" in box.children[-2].value  # assumptions shown
     before = report.value
     box.children[1].children[1].value = 1  # K = 1: no_sync has nothing to skip
     assert report.value != before and "saving 0.0 %" in report.value
