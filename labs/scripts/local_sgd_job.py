@@ -31,6 +31,7 @@ be identical after each averaging. Rank 0 prints one JSON line and writes it to 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 
@@ -103,6 +104,8 @@ def train(a: argparse.Namespace) -> dict:
                     losses.append(round(accelerator.reduce(loss.detach(), "mean").item(), 5))
     # leaving the block averages once more: every process ends with the same model
     final = accelerator.gather(checksum(inner)).view(-1, 3)
+    del model, optimizer, loader, inner, anchor, outer, lsgd  # free gloo-backed objects before exit:
+    gc.collect()  # otherwise a process can abort at interpreter exit ("terminate called ...")
     return {
         "num_processes": accelerator.num_processes,
         "updates": len(averaged),
@@ -129,13 +132,15 @@ def main(argv: list[str] | None = None) -> None:
     if a.processes < 1 or a.accumulation < 1 or a.local_sgd_steps < 1:
         sys.exit("--processes, --accumulation and --local-sgd-steps must be >= 1")
     result = train(a)
-    if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
-        return
-    text = json.dumps(result)
-    print(text, flush=True)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    if not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0:
+        text = json.dumps(result)
+        print(text, flush=True)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text + "\n")
+    if torch.distributed.is_initialized():  # leave together, then close the group
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
