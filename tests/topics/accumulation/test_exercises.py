@@ -78,7 +78,7 @@ def test_the_instructors_clipping_passes():
         (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
         (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
         (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
-        (clipping(divide=False), "only 1 of its 4 updates were clipped"),  # forgot / K: K times the gradient
+        (clipping(divide=False), "only 2 of its 4 updates were clipped"),  # forgot / K: K times the gradient
     ],
 )
 def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
