@@ -10,9 +10,11 @@ On two machines, start the same command on each with --nnodes=2 --node_rank=<0|1
 What it does: a model of blocks (Linear + GELU), each block checkpointed and then sharded with
 ``fully_shard`` (inner blocks first, the root last); each optimizer update runs ``--k``
 micro-steps, gradient sync off on all but the last (``set_requires_gradient_sync``). Rank 0
-prints one JSON line (world size, loss per update, parameter bytes per rank, the largest
-difference from the same training on one process with one large batch per update) and writes
-it to ``--out`` when given. Nothing here comes from the course's ``lab_utils``.
+prints one JSON line (world size, loss per update, parameter bytes per rank, the reduce-scatters
+each update made, how many times each block's forward ran per micro-step (2 when it is
+checkpointed: the forward, and its recompute in backward), the largest difference from the same
+training on one process with one large batch per update) and writes it to ``--out`` when
+given. Nothing here comes from the course's ``lab_utils``.
 """
 
 from __future__ import annotations
@@ -74,6 +76,19 @@ def one_process_reference(args: argparse.Namespace, x: torch.Tensor, y: torch.Te
     return [p.detach() for p in model.parameters()]
 
 
+def count_calls(module: object, name: str) -> list[int]:
+    """Replace ``module.<name>`` by a wrapper counting its calls; the count is the list's one item.
+    (FSDP2 reduce-scatters each unit's gradients with ``torch.distributed.reduce_scatter_single``.)"""
+    calls, fn = [0], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return fn(*args, **kwargs)
+
+    setattr(module, name, counted)
+    return calls
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5, help="optimizer updates")
@@ -103,6 +118,11 @@ def main() -> None:
     fully_shard(model, mesh=mesh)  # 3. ... and the root last
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)  # built on the shards
 
+    forwards = [0] * args.depth  # each block's forward calls (started: a recompute may stop early), recomputes included
+    for i, ckpt in enumerate(model):
+        ckpt.block.register_forward_pre_hook(lambda *_, i=i: forwards.__setitem__(i, forwards[i] + 1))
+    reduce_scatters = count_calls(dist, "reduce_scatter_single")
+
     x, y = data(args, world, dtype)
     losses = []
     for xs, ys in zip(x.chunk(args.steps), y.chunk(args.steps)):
@@ -131,6 +151,8 @@ def main() -> None:
             "losses": losses,
             "param_bytes_per_rank": per_rank,
             "param_bytes": sum(t.numel() * t.element_size() for t in full),
+            "reduce_scatters_per_update": reduce_scatters[0] / args.steps,
+            "block_forwards_per_micro_step": [n / (args.steps * args.k) for n in forwards],
             "max_diff_vs_large_batch": gap,
         }
         line = json.dumps(result)

@@ -4,6 +4,7 @@
     mine = holdings.rank_bytes(model, optimizer)   # {'params': ..., 'grads': ..., 'optimizer': ...}
     holdings.held_grad_bytes(model)                # gradients alive now, FSDP's unsharded ones too
     holdings.unsharded_param_bytes(model)          # all-gathered parameters alive now
+    holdings.sharded_param_bytes(model)            # this rank's own shards (kept while gathered too)
     holdings.zero_bytes(param_bytes, world_size=4, stage=3)   # the ZeRO paper's formula
     micro = holdings.MeteredBatches(micro_batches, model, counter)   # measures between micro-steps
 
@@ -30,6 +31,7 @@ __all__ = [
     "rank_bytes",
     "held_grad_bytes",
     "unsharded_param_bytes",
+    "sharded_param_bytes",
     "zero_bytes",
     "MeteredBatches",
 ]
@@ -71,9 +73,16 @@ def unsharded_param_bytes(model: nn.Module) -> int:
     return sum(t.untyped_storage().nbytes() for fp in fsdp_params(model) for t in fp.all_gather_outputs)
 
 
+def sharded_param_bytes(model: nn.Module) -> int:
+    """Bytes of this rank's own parameter shards, read from FSDP2's parameter objects: unlike
+    ``model.parameters()``, which shows the gathered tensors while a module is unsharded, these
+    stay allocated under the gathered copy (0 for a model without ``fully_shard``)."""
+    return sum(tensor_bytes(fp.sharded_param) for fp in fsdp_params(model))
+
+
 def rank_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, int]:
     """Bytes this rank holds: ``params`` (local shards), ``grads`` (``held_grad_bytes``) and
-    ``optimizer`` (per-element state tensors)."""
+    ``optimizer`` (per-element state tensors; AdamW's scalar ``step`` counters are left out)."""
     state = optimizer.state.values() if optimizer is not None else []
     return {
         "params": sum(tensor_bytes(p) for p in model.parameters()),

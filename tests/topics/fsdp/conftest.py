@@ -53,6 +53,7 @@ def _all() -> dict:
     kept = _shard(workload.model(WIDTH, DEPTH), reshard_after_forward=False)
     loss = F.mse_loss(kept(x), y)
     out["gathered_after_forward"] = holdings.unsharded_param_bytes(kept)
+    out["shards_after_forward"] = holdings.sharded_param_bytes(kept)
     loss.backward()
     out["gathered_after_backward"] = holdings.unsharded_param_bytes(kept)
     out["plain_grads"] = holdings.held_grad_bytes(workload.model(WIDTH, DEPTH))

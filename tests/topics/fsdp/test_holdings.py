@@ -45,5 +45,6 @@ def test_metered_batches_mark_one_counter_step_per_micro_step(runs):
 
 def test_gathered_parameters_counted_until_resharded(runs):
     assert runs[0]["gathered_after_forward"] == PARAM_BYTES
+    assert runs[0]["shards_after_forward"] == PARAM_BYTES // 2  # the rank's own shard stays under the copy
     assert runs[0]["gathered_after_backward"] == 0
     assert runs[0]["plain_grads"] == 0  # an unsharded model, no backward yet
