@@ -30,7 +30,7 @@ from lab_utils.recompute import count_flops, in_backward, measure_recompute
 from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
 
-__all__ = ["profile_blocks", "compare_strategies", "results_table", "AliveActivations"]
+__all__ = ["profile_blocks", "compare_strategies", "interleaved_min", "results_table", "AliveActivations"]
 
 Forward = Callable[[nn.Sequential, torch.Tensor], torch.Tensor]
 
@@ -114,7 +114,7 @@ def compare_strategies(
     the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
     forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
     calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``; nan when
-    ``repeat=0``) and grad_diff (largest gradient difference from no checkpointing)."""
+    ``repeat=0``; the strategies are timed in interleaved rounds, see ``interleaved_min``) and grad_diff (largest gradient difference from no checkpointing)."""
     act = (blocks or profile_blocks(model, x))[0]
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -128,7 +128,7 @@ def compare_strategies(
 
     ref = grads_of(plain)
     base_total = measure_recompute(model, lambda: loss_fn(plain())).total_flops
-    rows = []
+    rows, steps = [], []
     for name, forward in progress_bar(
         strategies.items(), desc="strategies", total=len(strategies), disable=not progress
     ):
@@ -141,14 +141,24 @@ def compare_strategies(
         # gradients stay allocated (zeroed, not freed), as from the second step of a training
         # loop on: the peak then measures activations and temporaries, not the gradients
         model.zero_grad(set_to_none=False)
-        kept, peak = _step_memory(model, fn, loss_fn, x, profile_cpu)
-        rec = measure_recompute(model, lambda fn=fn: loss_fn(fn()))
+        meter = SavedTensorMeter(model, exclude=[x])
+
+        def metered(fn=fn, meter=meter) -> torch.Tensor:
+            with meter:  # the chain's forward only: what the loss saves is not the chain's
+                y = fn()
+            return loss_fn(y)
+
+        rec = measure_recompute(model, metered)
+        if profile_cpu or x.is_cuda:  # a second step, for the allocator's peak
+            kept, peak = _step_memory(model, fn, loss_fn, x, profile_cpu)
+        else:  # no allocator peak to measure: the counted step gives the bytes kept
+            kept, peak = meter.total_bytes, None
 
         def step(fn=fn):
             model.zero_grad(set_to_none=False)
             loss_fn(fn()).backward()
 
-        secs = time_fn(step, warmup=warmup, repeat=repeat).min if repeat > 0 else float("nan")
+        steps.append(step)
         biggest = max((sum(act[s:e]) for s, e in segs), default=0)
         rows.append(
             dict(
@@ -161,12 +171,31 @@ def compare_strategies(
                 total_flops=rec.total_flops,
                 extra_flops=rec.total_flops - base_total,
                 recomputed=rec.n_recomputed_calls,
-                seconds=secs,
                 grad_diff=diff,
             )
         )
+    for row, secs in zip(rows, interleaved_min(steps, warmup=warmup, repeat=repeat)):
+        row["seconds"] = secs
     model.zero_grad(set_to_none=True)
     return rows
+
+
+def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> list[float]:
+    """Fastest of ``repeat`` timed calls of each step, taken in rounds (every step once per round),
+    so that a burst of load on the machine slows every step alike instead of one; nan when
+    ``repeat=0``.
+
+    >>> interleaved_min([lambda: sum(range(1000)), lambda: sum(range(10))], repeat=3)  # doctest: +SKIP
+    [1.2e-05, 4e-07]
+    """
+    for _ in range(warmup):
+        for step in steps:
+            step()
+    best = [float("nan") if repeat <= 0 else float("inf")] * len(steps)
+    for _ in range(max(repeat, 0)):
+        for i, step in enumerate(steps):
+            best[i] = min(best[i], time_fn(step, warmup=0, repeat=1).min)
+    return best
 
 
 class AliveActivations:

@@ -1,13 +1,21 @@
 """Measuring forward functions from outside: kept bytes belong to the chain (not the loss), the
 segments rebuilt, gradients unchanged, liveness after a forward."""
 
+import math
+import time
+
 import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from lab_utils.memory import SavedTensorMeter
 from lab_utils.models import mlp, transformer_chain
-from lab_utils.topics.checkpointing.measure import AliveActivations, compare_strategies, profile_blocks
+from lab_utils.topics.checkpointing.measure import (
+    AliveActivations,
+    compare_strategies,
+    interleaved_min,
+    profile_blocks,
+)
 from lab_utils.topics.checkpointing.planner import evaluate, min_peak, plan_for_budget
 from lab_utils.topics.checkpointing.policies import module_policy, selective_policy
 from lab_utils.topics.checkpointing.schedules import segments_checkpoint_sequential, segments_sqrt
@@ -136,3 +144,13 @@ def test_module_policy_rejects_unknown_names():
             forward_selective([model], x, pol).sum()  # both blocks in one selective region
     # region input + the cached output of block 0's Linear
     assert m.total_bytes == 2 * 2 * 8 * 4
+
+
+def test_interleaved_min_times_each_step_in_rounds():
+    order = []
+    slow = lambda: (order.append("slow"), time.sleep(0.004))  # noqa: E731
+    fast = lambda: order.append("fast")  # noqa: E731
+    t_slow, t_fast = interleaved_min([slow, fast], warmup=1, repeat=2)
+    assert order == ["slow", "fast"] * 3  # one warm-up round, two timed rounds, never one step twice in a row
+    assert t_slow >= 0.004 > t_fast
+    assert all(math.isnan(t) for t in interleaved_min([fast], warmup=0, repeat=0))
