@@ -17,8 +17,8 @@ Modules (each loaded on first use, so ranks import only what they need):
   the measured bubble, GPipe's formula, activations in flight;
 - ``traffic``: ``P2PCounter`` (bytes sent between stages, any loop or schedule) and simulated
   link times for the pipeline and for DDP;
-- ``runs``: the rank-side harness (``measure``), torch's schedules as step functions
-  (``torch_step``), a checkpointed stage, DDP's bytes for the same model;
+- ``runs``: the rank-side harness (``measure``, ``measure_interleaved``: they record the step
+  functions and stage wrappers the lab's cells define), DDP's bytes for the same model;
 - ``watch``: ``naming_stages()``, which turns a hang's timeout into an error naming the stage,
   the message it waits for and what to change;
 - ``figures``: the lab's plotly figures;

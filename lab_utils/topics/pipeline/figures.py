@@ -103,7 +103,8 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
 
 
 def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
-    """Most activation bytes each stage held for backward at once, per schedule (measured)."""
+    """Most activation bytes each stage held for backward at once, per schedule (derived: measured
+    bytes per forward, combined with the recorded order by ``timeline.in_flight``)."""
     fig = go.Figure()
     for i, (name, per_stage) in enumerate(in_flight.items()):
         fig.add_trace(
@@ -117,7 +118,11 @@ def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
             )
         )
     fig.update_layout(barmode="group")
-    return style(fig, title="activations kept for backward, at the worst moment (measured)", yaxis="MiB")
+    return style(
+        fig,
+        title="activations kept for backward, at the worst moment (derived from measured bytes and order)",
+        yaxis="MiB",
+    )
 
 
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:

@@ -7,7 +7,10 @@
     res = launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [1, 2, 4]))
     res[1]["runs"][4]["events"]       # stage 1's forwards and backwards, one list per repeat
     res[0]["runs"][4]["grads"]        # stage 0's gradient after one step (flattened)
-    runs.torch_step("1F1B")           # a step function running torch's Schedule1F1B instead
+    launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
+
+The step functions (a hand-written loop, one building torch's schedules) and stage wrappers
+(``wrap``, e.g. a checkpointed stage) are the lab's cells; this module only records them.
 
 A step function gets ``stage`` (this rank's part of the model, an nn.Module), ``inputs`` and
 ``targets`` (the m micro-batches; every rank gets them, only the first and last stage use their
@@ -24,7 +27,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.checkpoint import checkpoint
 
 from lab_utils.comm import CommCounter
 from lab_utils.launch import dist_info
@@ -33,35 +35,22 @@ from lab_utils.topics.pipeline import stages, timeline, traffic, watch
 
 __all__ = [
     "StepFn",
-    "Checkpointed",
+    "ChunksStepFn",
     "this_stage",
     "measure",
     "check_schedule",
-    "torch_step",
     "measure_interleaved",
     "ddp_bytes",
 ]
 
 StepFn = Callable[[nn.Module, list[torch.Tensor], list[torch.Tensor]], None]
+ChunksStepFn = Callable[[dict[int, nn.Module], list[torch.Tensor], list[torch.Tensor]], None]
+Wrap = Callable[[nn.Module], nn.Module]
 
 
-class Checkpointed(nn.Module):
-    """A stage that keeps only its input for backward and recomputes the rest (GPipe's
-    re-materialisation): ``checkpoint(stage, x, use_reentrant=False)``."""
-
-    def __init__(self, stage: nn.Module):
-        super().__init__()
-        self.stage = stage
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return checkpoint(self.stage, x, use_reentrant=False)
-
-
-def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None, *, ckpt: bool = False) -> nn.Module:
+def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
     """This rank's stage of ``stages.model(spec)`` (every rank builds the same seeded model)."""
-    parts = stages.split(stages.model(spec), dist.get_world_size(), boundaries)
-    stage = parts[dist.get_rank()]
-    return Checkpointed(stage) if ckpt else stage
+    return stages.split(stages.model(spec), dist.get_world_size(), boundaries)[dist.get_rank()]
 
 
 def _phase(rank: int, phase: str) -> None:
@@ -78,15 +67,17 @@ def measure(
     repeats: int = 1,
     warmup: int = 1,
     boundaries: Sequence[int] | None = None,
-    ckpt: bool = False,
+    wrap: Wrap | None = None,
 ) -> dict[str, Any]:
     """Run ``step_fn`` for each m in ``ms``: ``warmup`` untimed steps before the first m, then
-    ``repeats`` recorded steps per m (gradients zeroed before each). Returns, per m: every
+    ``repeats`` recorded steps per m (gradients zeroed before each); ``wrap(stage)``, when given,
+    replaces the stage first (e.g. a checkpointed stage). Returns, per m: every
     repeat's events, the messages of the last step, this stage's gradient after one step, and the
     module forward calls of that step, normal and recomputed in backward."""
     rank, dev = dist.get_rank(), dist_info().device  # one GPU per stage under nccl
-    stage = this_stage(spec, boundaries, ckpt=ckpt).to(dev)
-    out: dict[str, Any] = {"stage": rank, "blocks": len(stage.stage if ckpt else stage), "runs": {}}
+    stage = this_stage(spec, boundaries)
+    out: dict[str, Any] = {"stage": rank, "blocks": len(stage), "runs": {}}
+    stage = (wrap(stage) if wrap is not None else stage).to(dev)
     for j, m in enumerate(ms):
         xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
         for _ in range(warmup if j == 0 else 0):
@@ -129,44 +120,12 @@ def check_schedule(kind: str, m: int, p: int) -> None:
         )
 
 
-def torch_step(kind: str) -> StepFn:
-    """A step function running ``torch.distributed.pipelining``'s schedule ``kind`` ("GPipe" or
-    "1F1B") on this rank's stage, with the same loss (mean over each micro-batch, gradients
-    scaled by 1/m): a drop-in replacement for a hand-written step."""
-    # Imported here, not at the top: torch.distributed.pipelining costs each rank ~1.5 s of imports
-    # (it loads torch._dynamo), which a hand-written loop does not need.
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-    schedules = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}
-    check_schedule(kind, 1 if kind == "GPipe" else 10**9, 1)
-
-    def step(stage: nn.Module, inputs: list[torch.Tensor], targets: list[torch.Tensor]) -> None:
-        rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
-        check_schedule(kind, m, p)
-        # Every boundary carries activations of the micro-batch's shape (constant width); the
-        # shapes are given, so the stage skips its shape-inference round (a forward on meta).
-        act_in = inputs[0].detach().clone().requires_grad_(rank > 0)
-        act_out = inputs[0].detach().clone().requires_grad_()
-        pstage = PipelineStage(stage, rank, p, act_in.device, input_args=act_in, output_args=act_out)
-        sched = schedules[kind](pstage, n_microbatches=m, loss_fn=stages.loss_fn)
-        if rank == 0:
-            sched.step(torch.cat(inputs), target=torch.cat(targets) if p == 1 else None)
-        elif rank == p - 1:
-            sched.step(target=torch.cat(targets))
-        else:
-            sched.step()
-
-    step.__name__ = step.__qualname__ = f"torch_{kind}"
-    return step
-
-
-def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
-    """torch's ``ScheduleInterleaved1F1B`` with ``chunks`` stages per rank: the model is cut into
-    p x chunks stages and rank r holds stages r, r + p, ... One untimed step, then one recorded.
-    Returns this rank's events (all its stages, ``stage`` = the stage's index), the messages of
-    the recorded step, and each of its stages' gradient by stage index."""
-    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B  # see torch_step
-
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
+    """Run ``step_fn(parts, inputs, targets)``, a step with ``chunks`` stages per rank: the model is
+    cut into p x chunks stages and rank r holds ``parts = {r: ..., r + p: ..., ...}`` (stage index:
+    module; e.g. a cell building torch's ``ScheduleInterleaved1F1B``). One untimed step, then one
+    recorded. Returns this rank's events (all its stages, ``stage`` = the stage's index), the
+    messages of the recorded step, and each of its stages' gradient by stage index."""
     rank, p, dev = dist.get_rank(), dist.get_world_size(), dist_info().device
     n = p * chunks
     parts = stages.split(stages.model(spec), n)
@@ -174,18 +133,7 @@ def measure_interleaved(spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[s
     xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
 
     def step() -> None:
-        local = []
-        for idx, part in mine.items():
-            act_in = xs[0].detach().clone().requires_grad_(idx > 0)
-            act_out = xs[0].detach().clone().requires_grad_()
-            local.append(PipelineStage(part, idx, n, dev, input_args=act_in, output_args=act_out))
-        sched = ScheduleInterleaved1F1B(local, n_microbatches=m, loss_fn=stages.loss_fn)
-        if rank == 0:
-            sched.step(torch.cat(xs))
-        elif rank == p - 1:
-            sched.step(target=torch.cat(ys))
-        else:
-            sched.step()
+        step_fn(mine, xs, ys)
 
     step()  # warm-up
     for part in mine.values():

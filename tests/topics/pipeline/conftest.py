@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from lab_utils import launch
 from lab_utils.topics.pipeline import runs, stages, traffic
+from tests.topics.pipeline.schedules import Checkpointed, interleaved_step, torch_step
 
 SPEC = stages.Spec(depth=4, width=16, batch=8, dtype=torch.float64)
 M = 4
@@ -68,9 +69,9 @@ def _counted() -> dict:
 def _all() -> dict:
     return {
         "hand": runs.measure(two_stage, SPEC, [1, M], warmup=1),
-        "ckpt": runs.measure(two_stage, SPEC, [M], warmup=0, ckpt=True),
-        "torch": {k: runs.measure(runs.torch_step(k), SPEC, [M], warmup=0) for k in ("GPipe", "1F1B")},
-        "interleaved": runs.measure_interleaved(SPEC, M),
+        "ckpt": runs.measure(two_stage, SPEC, [M], warmup=0, wrap=Checkpointed),
+        "torch": {k: runs.measure(torch_step(k), SPEC, [M], warmup=0) for k in ("GPipe", "1F1B")},
+        "interleaved": runs.measure_interleaved(interleaved_step, SPEC, M),
         "counted": _counted(),
         "ddp": runs.ddp_bytes(SPEC),
     }

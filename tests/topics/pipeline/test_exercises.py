@@ -8,7 +8,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
-from lab_utils.topics.pipeline import exercises, runs, stages
+from lab_utils.topics.pipeline import exercises, stages
+from tests.topics.pipeline.schedules import torch_step
 
 
 def forgets_1_over_m(stage, inputs, targets):
@@ -144,7 +145,7 @@ def test_fill_drain_catches_the_missing_1_over_m():
 def test_fill_drain_rejects_torchs_schedule():
     """torch's ScheduleGPipe gets the same gradients, order and bytes, but is not the student's loop."""
     with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*not by your loop"):
-        exercises.check_fill_drain(runs.torch_step("GPipe"))
+        exercises.check_fill_drain(torch_step("GPipe"))
 
 
 @pytest.mark.slow

@@ -85,4 +85,4 @@ def test_check_schedule_says_what_to_change():
     with pytest.raises(ValueError, match="m=3 < p=4. Use m >= 4"):
         runs.check_schedule("1F1B", 3, 4)
     with pytest.raises(ValueError, match="choose 'GPipe' or '1F1B'"):
-        runs.torch_step("ZeroBubble")
+        runs.check_schedule("ZeroBubble", 4, 2)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from lab_utils.topics.pipeline import runs
 from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, in_flight, order, replay
+from tests.topics.pipeline.schedules import Checkpointed
 
 
 def _stage() -> nn.Module:
@@ -50,7 +50,7 @@ def test_in_flight_follows_the_recorded_order():
 
 
 def test_checkpointed_stage_keeps_its_input_only():
-    rec = _run("FFFBBB", as_activation=True, module=runs.Checkpointed(_stage()))
+    rec = _run("FFFBBB", as_activation=True, module=Checkpointed(_stage()))
     assert {e.saved_bytes for e in rec.events if e.kind == "F"} == {4 * 8 * 8}
     assert order(rec.events) == ["F0", "F1", "F2", "B0", "B1", "B2"]
 
