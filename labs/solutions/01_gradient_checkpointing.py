@@ -54,11 +54,22 @@ def checkpoint_by_hooks(fn, x):
 
 
 # %% exercise="ckpt-policy"
-def policy(ctx, op, *args, **kwargs):
-    """Decide, for one op inside a checkpointed transformer block, whether backward gets its output
-    from a cache (CheckpointPolicy.MUST_SAVE) or runs the op again (PREFER_RECOMPUTE)."""
+def budget_policy(census, budget):
+    """A policy for one transformer block that keeps at most `budget` bytes of op outputs: those with
+    the most FLOPs per byte (from the census rows of policies.op_census); everything else is recomputed."""
     ### BEGIN SOLUTION
-    if op in (torch.ops.aten.addmm.default, torch.ops.aten.mm.default):  # the Linear layers
-        return CheckpointPolicy.MUST_SAVE
-    return CheckpointPolicy.PREFER_RECOMPUTE  # attention core (bmm, softmax), LayerNorm, GELU, adds
+    keep, used = set(), 0
+    for r in sorted(census, key=lambda r: -r["flops_per_byte"]):
+        if r["flops"] == 0:  # pointwise: nothing to save by caching it
+            break
+        if used + r["out_bytes"] <= budget:
+            keep.add(r["key"])
+            used += r["out_bytes"]
+
+    def policy(ctx, op, *args, **kwargs):
+        if policies.op_key(op, args) in keep:
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
     ### END SOLUTION

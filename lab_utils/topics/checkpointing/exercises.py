@@ -4,7 +4,7 @@
     exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 1 (predict, then measure)
     exercises.check_every_k(forward_every_k)                     # Exercise 2
     exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 3
-    exercises.check_policy(policy)                               # Exercise 4
+    exercises.check_policy(budget_policy)                        # Exercise 4
 
 Each prints ○ (not attempted), ✓ (measured and right) or raises ✗ with a hint (see
 ``lab_utils.checks.grader``). The references are computed here, on the grader's own model, by
@@ -14,23 +14,24 @@ private runners (the lab's cells write their own; nothing here is exported to ru
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from lab_utils.checks import grader
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.recompute import CallCounter, measure_recompute
 from lab_utils.topics.checkpointing.measure import AliveActivations
-from lab_utils.topics.checkpointing.policies import MATMUL_OPS, WEIGHT_MATMUL_OPS, Policy, counted, selective_policy
+from lab_utils.topics.checkpointing.policies import Policy, counted, op_census
 from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
 __all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
 
-POLICY_TARGETS = dict(seqs=(16, 64))  # Exercise 4: the sequence lengths it is measured at
+POLICY_TARGETS = dict(seqs=(16, 64), budget=2 / 3)  # Exercise 4: sequence lengths; budget / linear outputs' bytes
 
 
 def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) -> torch.Tensor:
@@ -177,33 +178,52 @@ def _policy_run(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) ->
     return meter.total_bytes, rep.total_flops, rep.forward_flops, grads
 
 
+def _recompute_all(ctx, op, *args, **kwargs) -> CheckpointPolicy:
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _best_extra(census: list[dict], budget: int) -> int:
+    """Fewest FLOPs left to recompute, over every subset of the block's products (the ops with
+    FLOPs) whose outputs fit in ``budget`` bytes: brute force, the block has a handful of them."""
+    products = [r for r in census if r["flops"] > 0]
+    total = sum(r["flops"] for r in products)
+    best = total
+    for pick in itertools.product((False, True), repeat=len(products)):
+        chosen = [r for r, p in zip(products, pick) if p]
+        if sum(r["out_bytes"] for r in chosen) <= budget:
+            best = min(best, total - sum(r["flops"] for r in chosen))
+    return best
+
+
 @grader(
-    "Exercise 4 · a selective policy",
-    hint="reread section 2, 'Which outputs to keep: FLOPs per byte': keep the outputs of the products with a "
-    "weight (the linear layers), recompute the attention core (its bmm's, mask, softmax) and the pointwise ops",
+    "Exercise 4 · a policy under a byte budget",
+    hint="reread section 2, 'Which outputs to keep: FLOPs per byte': go through the census rows from the most "
+    "FLOPs per byte down, keep a row's output (by its key) while the kept bytes stay within the budget, and "
+    "have the policy save exactly those keys",
 )
-def check_policy(policy: Policy) -> str:
+def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
     model = transformer_chain(n_blocks=2, d_model=32, n_heads=4, seed=0)
     torch.manual_seed(0)
     lines = []
     for seq in POLICY_TARGETS["seqs"]:
         x = torch.randn(2, seq, 32)
-        base_kept, base_total, fwd, ref = _policy_run(model, x, None)
-        old_kept, _, _, _ = _policy_run(model, x, selective_policy(MATMUL_OPS))
-        core_kept, core_total, _, _ = _policy_run(model, x, selective_policy(WEIGHT_MATMUL_OPS))
-        kept, total, _, got = _policy_run(model, x, policy)
+        census = op_census(model[0], x)
+        linear = sum(r["out_bytes"] for r in census if r["op"] in ("aten.addmm.default", "aten.mm.default"))
+        budget = round(POLICY_TARGETS["budget"] * linear)  # below the linear layers' outputs
+        best = len(model) * _best_extra(census, budget)
+        _, base_total, fwd, ref = _policy_run(model, x, None)
+        floor, _, _, _ = _policy_run(model, x, _recompute_all)
+        kept, total, _, got = _policy_run(model, x, budget_policy(census, budget))
         _same_grads(got, ref, f"seq {seq}, with your policy")
-        extra, core_extra = (total - base_total) / fwd, (core_total - base_total) / fwd
-        assert total <= core_total, (
-            f"seq {seq}: backward recomputes {extra:.2f} of a forward pass in FLOPs; recomputing only the "
-            f"attention core costs {core_extra:.2f}: some linear layer's output is not saved"
+        cache, extra = (kept - floor) // len(model), total - base_total
+        assert cache <= budget, (
+            f"seq {seq}: your policy keeps {fmt_bytes(cache)} per block beyond recompute-everything; "
+            f"the budget is {fmt_bytes(budget)}: too many outputs saved"
         )
-        assert kept <= core_kept, (
-            f"seq {seq}: the forward keeps {kept / base_kept:.0%} of no checkpointing's bytes; saving only the linear "
-            f"layers' outputs keeps {core_kept / base_kept:.0%}: some big, cheap outputs are saved (the s² scores?)"
+        assert extra <= best, (
+            f"seq {seq}: backward recomputes {extra / fwd:.2f} of a forward in FLOPs; the best choice within "
+            f"{fmt_bytes(budget)} per block recomputes {best / fwd:.2f}: save the outputs with more FLOPs per byte"
         )
-        lines.append(
-            f"seq {seq}: {kept / base_kept:.0%} of the bytes (every product saved: {old_kept / base_kept:.0%})"
-        )
+        lines.append(f"seq {seq}: {fmt_bytes(cache)} of {fmt_bytes(budget)} per block, {extra / fwd:.2f} extra FLOPs")
     model.zero_grad(set_to_none=True)
-    return "; ".join(lines) + f", for {extra:.2f} extra forward FLOPs"
+    return "; ".join(lines) + " (the fewest within the budget)"

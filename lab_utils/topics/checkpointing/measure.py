@@ -113,8 +113,9 @@ def compare_strategies(
     rebuilt segment's profiled bytes: the planner's model), peak (allocator peak of
     the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
     forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
-    calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``; nan when
-    ``repeat=0``; the strategies are timed in interleaved rounds, see ``interleaved_min``) and grad_diff (largest gradient difference from no checkpointing)."""
+    calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``, the
+    strategies timed in interleaved rounds, see ``interleaved_min``; nan when ``repeat=0``) and
+    grad_diff (largest gradient difference from no checkpointing)."""
     act = (blocks or profile_blocks(model, x))[0]
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -182,8 +183,8 @@ def compare_strategies(
 
 def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> list[float]:
     """Fastest of ``repeat`` timed calls of each step, taken in rounds (every step once per round),
-    so that a burst of load on the machine slows every step alike instead of one; nan when
-    ``repeat=0``.
+    so that a burst of load on the machine slows every step alike instead of one, with Python's
+    garbage collector paused (as ``timeit`` does); nan when ``repeat=0``.
 
     >>> interleaved_min([lambda: sum(range(1000)), lambda: sum(range(10))], repeat=3)  # doctest: +SKIP
     [1.2e-05, 4e-07]
@@ -192,9 +193,16 @@ def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repea
         for step in steps:
             step()
     best = [float("nan") if repeat <= 0 else float("inf")] * len(steps)
-    for _ in range(max(repeat, 0)):
-        for i, step in enumerate(steps):
-            best[i] = min(best[i], time_fn(step, warmup=0, repeat=1).min)
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()  # as timeit does: a collection of the whole kernel's objects is not the step's time
+    try:
+        for _ in range(max(repeat, 0)):
+            for i, step in enumerate(steps):
+                best[i] = min(best[i], time_fn(step, warmup=0, repeat=1).min)
+    finally:
+        if was_enabled:
+            gc.enable()
     return best
 
 

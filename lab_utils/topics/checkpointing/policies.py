@@ -17,6 +17,8 @@ policies in the notebook; this module holds what measures them and two ready-mad
   (the products with a weight: the linear layers) it is Korthikanti et al.'s selective recompute;
 - ``op_census(block, x)``: the ops a checkpointed region runs, with their output bytes and
   FLOPs (what a policy decides on: FLOPs per byte);
+- ``op_key(op, args)``: which op call a policy is deciding on (the op and its tensor arguments'
+  shapes): the census lists it per row, so a policy can single out one call of a block;
 - ``module_policy(model, names)``: save every op run inside the named modules (the lab's
   node-by-node explorer).
 """
@@ -33,7 +35,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import note_saved
 
-__all__ = ["MATMUL_OPS", "WEIGHT_MATMUL_OPS", "SAVE", "counted", "selective_policy", "module_policy", "op_census"]
+__all__ = [
+    "MATMUL_OPS",
+    "WEIGHT_MATMUL_OPS",
+    "SAVE",
+    "counted",
+    "selective_policy",
+    "module_policy",
+    "op_census",
+    "op_key",
+]
 
 MATMUL_OPS = frozenset(
     {
@@ -125,9 +136,20 @@ class module_policy:
         self.close()
 
 
+def op_key(op: object, args: tuple) -> tuple:
+    """The op and the shapes of its tensor arguments: what tells apart, inside one block, the calls
+    a policy sees (``qkv``'s addmm from ``fc``'s, the scores' bmm from the values' one). The same
+    in the forward and in the replay.
+
+    >>> op_key(torch.ops.aten.mm.default, (torch.ones(2, 3), torch.ones(3, 4)))
+    ('aten.mm.default', (2, 3), (3, 4))
+    """
+    return (str(op), *(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
+
+
 def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
     """Run ``region(x)`` once under a selective checkpoint whose policy only watches: one row per
-    op call that allocates its output (views skipped): op, out_bytes, flops (as
+    op call that allocates its output (views skipped): op, key (``op_key``), out_bytes, flops (as
     ``FlopCounterMode`` counts them) and flops_per_byte, most bytes first. Products with a weight
     score high in FLOPs per byte, the attention scores' ``bmm`` low, pointwise ops zero.
 
@@ -150,7 +172,7 @@ def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
                 with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
                     op(*args, **kwargs)
                 f = int(fc.get_total_flops())
-                rows.append(dict(op=str(op), out_bytes=n, flops=f, flops_per_byte=f / n))
+                rows.append(dict(op=str(op), key=op_key(op, args), out_bytes=n, flops=f, flops_per_byte=f / n))
         return CheckpointPolicy.PREFER_RECOMPUTE
 
     contexts = functools.partial(create_selective_checkpoint_contexts, watch)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint
 
-from lab_utils.checks import FAILED, NOT_ATTEMPTED
-from lab_utils.topics.checkpointing import exercises
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+from lab_utils.topics.checkpointing import exercises, policies
 
 CHAIN = dict(n_blocks=10, width=128, rows=64)
 PLAN = [(0, 4, "full"), (4, 6, "store"), (6, 7, "full"), (7, 8, "full"), (8, 10, "full")]
@@ -110,25 +110,62 @@ def test_hooks_stub():
     assert exercises.check_hooks(stub) == NOT_ATTEMPTED
 
 
-# -- Exercise 4: a selective policy ------------------------------------------------------------
-def policy_saving(ops):
-    def policy(ctx, op, *args, **kwargs):
-        return CheckpointPolicy.MUST_SAVE if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+# -- Exercise 4: a policy under a byte budget ---------------------------------------------------
+def budget_policy_saving(choose):
+    """A budget policy that saves the census keys ``choose(census, budget)`` picks."""
 
-    return policy
+    def budget_policy(census, budget):
+        keep = choose(census, budget)
+
+        def policy(ctx, op, *args, **kwargs):
+            if policies.op_key(op, args) in keep:
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+
+        return policy
+
+    return budget_policy
 
 
-aten = torch.ops.aten
+def greedy(census, budget):  # the solution's choice: most FLOPs per byte first, within the budget
+    keep, used = set(), 0
+    for r in sorted((r for r in census if r["flops"]), key=lambda r: -r["flops_per_byte"]):
+        if used + r["out_bytes"] <= budget:
+            keep.add(r["key"])
+            used += r["out_bytes"]
+    return keep
 
 
-def test_policy_rejects_saving_the_attention_core():
-    # every matrix product saved, the attention scores (bmm) included: too many bytes
-    every_product = {aten.addmm.default, aten.mm.default, aten.bmm.default}
-    assert "bytes" in failed(exercises.check_policy, policy_saving(every_product))
+def test_budget_policy_accepts_the_greedy_choice(capsys):
+    assert exercises.check_policy(budget_policy_saving(greedy)) == PASSED
+    assert "the fewest within the budget" in capsys.readouterr().out
 
 
-def test_policy_rejects_recomputing_the_linears():
-    assert "FLOPs" in failed(exercises.check_policy, policy_saving(set()))
+def test_budget_policy_rejects_saving_every_product():
+    assert "budget" in failed(
+        exercises.check_policy, budget_policy_saving(lambda c, b: {r["key"] for r in c if r["flops"]})
+    )
+
+
+def test_budget_policy_rejects_saving_the_linear_layers():  # Korthikanti's set: over this budget
+    linears = lambda c, b: {r["key"] for r in c if r["op"] == "aten.addmm.default"}  # noqa: E731
+    assert "budget" in failed(exercises.check_policy, budget_policy_saving(linears))
+
+
+def test_budget_policy_rejects_recomputing_everything():
+    assert "FLOPs" in failed(exercises.check_policy, budget_policy_saving(lambda c, b: set()))
+
+
+def test_budget_policy_rejects_filling_the_budget_by_bytes():  # biggest outputs first, not FLOPs per byte
+    def by_bytes(census, budget):
+        keep, used = set(), 0
+        for r in sorted(census, key=lambda r: -r["out_bytes"]):
+            if used + r["out_bytes"] <= budget:
+                keep.add(r["key"])
+                used += r["out_bytes"]
+        return keep
+
+    assert "FLOPs" in failed(exercises.check_policy, budget_policy_saving(by_bytes))
 
 
 def test_policy_stub():

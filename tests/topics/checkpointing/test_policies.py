@@ -7,8 +7,8 @@ import torch
 from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
 from lab_utils.memory import SavedTensorMeter
-from lab_utils.models import mlp
-from lab_utils.topics.checkpointing.policies import counted, selective_policy
+from lab_utils.models import mlp, transformer_chain
+from lab_utils.topics.checkpointing.policies import counted, op_census, selective_policy
 
 B, W = 4, 16
 F32 = 4
@@ -53,3 +53,9 @@ def test_op_census_scores_products_with_a_weight_above_the_attention_scores():
     linear = [r for r in rows if r["op"] == "aten.addmm.default"]
     assert len(linear) == 4 and min(r["flops_per_byte"] for r in linear) > scores["flops_per_byte"] > 0
     assert any(r["op"] == "aten._softmax.default" and r["flops"] == 0 for r in rows)
+
+
+def test_op_census_keys_tell_a_blocks_products_apart():
+    rows = [r for r in op_census(transformer_chain(1, d_model=32)[0], torch.randn(2, 16, 32)) if r["flops"]]
+    assert len(rows) == 6  # qkv, scores, values, proj, fc, fc_out
+    assert len({r["key"] for r in rows}) == 6
