@@ -210,6 +210,12 @@ class CommCounter:
             "per_step": per_step,
         }
 
+    def records(self) -> list[dict[str, Any]]:
+        """This rank's events as plain dicts (op, nbytes, step, source, group_size, in_backward):
+        what a rank function returns to ``launch`` for the cost models."""
+        keys = ("op", "nbytes", "step", "source", "group_size", "in_backward")
+        return [{k: getattr(e, k) for k in keys} for e in self.events]
+
     def gather(self) -> list[list[CommEvent]]:
         """Every rank's events, indexed by rank (a collective: call it on all ranks).
 

@@ -82,17 +82,7 @@ def run_accelerate(
     flags: list[bool] = []
     with counter.track():
         loop(accelerator, model, optimizer, scheduler, _noting(loader, accelerator, counter, flags), **loop_kwargs)
-    events = [
-        {
-            "op": e.op,
-            "nbytes": e.nbytes,
-            "step": e.step,
-            "source": e.source,
-            "group_size": e.group_size,
-            "in_backward": e.in_backward,
-        }
-        for e in counter.events
-    ]
+    events = counter.records()
     inner = accelerator.unwrap_model(model)
     n_tensors = len(list(inner.parameters()))
     direct = [e for e in events if e["source"] == "torch.distributed" and e["op"] != "barrier"]

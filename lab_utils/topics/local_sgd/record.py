@@ -138,17 +138,7 @@ def run(
     with torch.no_grad():
         eval_loss = F.cross_entropy(model(x_eval), y_eval).item()
     state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0]
-    events = [
-        {
-            "op": e.op,
-            "nbytes": e.nbytes,
-            "step": e.step,
-            "source": e.source,
-            "group_size": e.group_size,
-            "in_backward": e.in_backward,
-        }
-        for e in log.counter.events
-    ]
+    events = log.counter.records()
     return {
         "method": method.__name__,
         "steps": steps,

@@ -157,17 +157,7 @@ def run_seeds(
         method(model, opt, batches, log, **method_kwargs)
     if log.steps != steps:
         raise RuntimeError(f"{method.__name__} called log(loss) {log.steps} times in {steps} steps: once a step")
-    events = [
-        {
-            "op": e.op,
-            "nbytes": e.nbytes,
-            "step": e.step,
-            "source": e.source,
-            "group_size": e.group_size,
-            "in_backward": e.in_backward,
-        }
-        for e in log.counter.events
-    ]
+    events = log.counter.records()
     return {
         "method": method.__name__,
         "seeds": list(seeds),
