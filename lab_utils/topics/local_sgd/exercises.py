@@ -61,19 +61,27 @@ def _average_flat(model: nn.Module) -> None:
     torch.nn.utils.vector_to_parameters(buf, params)
 
 
-def _local_sgd_flat(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
-    """Exercise 2's reference: H local steps, one flat averaging, once more at exit if needed."""
-    done = 0
-    for xb, yb in batches:
-        loss = F.cross_entropy(model(xb), yb)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        done += 1
-        if done % H == 0:
-            _average_flat(model)
-    if done % H:
-        _average_flat(model)
+def _local_sgd_with(average: Callable[[nn.Module], None]) -> Callable[..., None]:
+    """Exercise 2's reference loop, with its averaging passed in: H local steps, ``average(model)``
+    every H steps and once more at exit if needed (tests pass a wrong averaging to it)."""
+
+    def train(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
+        done = 0
+        for xb, yb in batches:
+            loss = F.cross_entropy(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            done += 1
+            if done % H == 0:
+                average(model)
+        if done % H:
+            average(model)
+
+    return train
+
+
+_local_sgd_flat = _local_sgd_with(_average_flat)
 
 
 def _marking(batches: Iterator, counter: CommCounter) -> Iterator:

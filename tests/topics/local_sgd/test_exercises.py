@@ -91,32 +91,13 @@ def per_tensor_no_exit(model, opt, batches, H):  # Accelerate's averaging, and n
 local_sgd_flat = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "dist": dist, "F": F})["local_sgd_flat"]
 
 
-def with_averaging(average):
-    """A local-SGD loop that calls ``average(model)`` every H steps and once at the end."""
-
-    def train(model, opt, batches, H):
-        done = 0
-        for xb, yb in batches:
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            done += 1
-            if done % H == 0:
-                average(model)
-        if done % H:
-            average(model)
-
-    return train
-
-
 def sum_over_ranks(model):  # the bug: an all-reduce SUMS, nobody divides by the world size
     buf = torch.cat([p.data.flatten() for p in model.parameters()])
     dist.all_reduce(buf)
     torch.nn.utils.vector_to_parameters(buf, model.parameters())
 
 
-forgets_the_division = with_averaging(sum_over_ranks)
+forgets_the_division = exercises._local_sgd_with(sum_over_ranks)  # the reference loop, wrong averaging
 
 
 def test_local_sgd_passes_the_solution(capsys):
