@@ -12,16 +12,24 @@
 * a comm hook that does **not** block the backward: it stamps the time the bucket became ready
   (seconds since the backward began) and queues the bucket for this rank's link thread;
 * one link thread per rank, a serial queue: a transfer starts once the previous one has ended and
-  every rank has the bucket (the latest ready time, one MAX all-reduce away: ranks on one machine
-  share the monotonic clock), the real all-reduce runs, and the bucket's future is completed only
-  at start + the link's cost
-  (``simnet.collective_seconds``: a ring all-reduce costs 2(p-1) alpha + 2(p-1)/p n/beta), so
-  the wall clock of the step includes the link exactly as ``lab_utils.overlap`` models it;
+  every rank has the bucket. The comm hook posts each ready time on a board in shared memory (the
+  ranks of one machine share the monotonic clock), so the link learns the latest one without a
+  collective. At the start the real all-reduce is launched (asynchronously: the data moves while
+  the link's time runs), and the bucket's future is completed at start + the link's cost
+  (``simnet.collective_seconds``: a ring all-reduce costs 2(p-1) alpha + 2(p-1)/p n/beta), or
+  when the real all-reduce ends if that is later. So the wall clock of the step includes the
+  link exactly as ``lab_utils.overlap`` models it;
 * stamps of each micro-step: forward start, backward start (a gradient hook on the output) and
   backward compute end (an autograd callback that runs before DDP waits for its buckets).
 
 With ``link=None`` the hook forwards each bucket at once (loopback only), so the same instrument
 records ready times without adding any delay. Everything is real except the link's cost.
+
+Why a board and not a collective to agree on the start: on two cores the backward keeps both
+cores busy, and a collective needs every rank's link thread scheduled at once; a tiny all-reduce
+then took up to 10 ms, longer than a fast link's whole transfer, and the emulated link ran slower
+than the link it emulates. Reading shared memory needs no other process to run. (The ranks must
+therefore be on one machine; ``attach`` says so otherwise.)
 
 On a GPU the host runs ahead of the kernels, so a clock read alone would stamp launch times: when
 the model lives on CUDA every stamp first waits for the device (``torch.cuda.synchronize``). That
@@ -30,7 +38,9 @@ costs the overlap a little (the host cannot queue work ahead), so GPU stamps are
 
 from __future__ import annotations
 
+import os
 import queue
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -69,6 +79,8 @@ class LinkHook:
         self._fwd0 = self._bwd0 = 0.0
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._board: _Board | None = None
+        self._seq = 0
 
     def attach(self, ddp: DDP) -> LinkHook:
         """Install the comm hook, the stamps and the link thread on ``ddp`` (every rank)."""
@@ -77,7 +89,7 @@ class LinkHook:
         self._world = dist.get_world_size()
         device = next(ddp.parameters()).device
         self._cuda = device.type == "cuda"
-        self._sync = torch.zeros(1, dtype=torch.float64, device=device)
+        self._board = _Board()
         ddp.register_forward_pre_hook(lambda *_: self._forward_started())
         ddp.register_forward_hook(lambda _m, _i, out: self._watch(out))
         ddp.register_comm_hook(self, _link_hook)
@@ -127,33 +139,76 @@ class LinkHook:
         nbytes = buf.numel() * buf.element_size()
         step = self.steps[-1]
         step.buckets.append((now - self._bwd0, nbytes))
+        self._seq += 1
+        self._board.post(self._seq, now)  # on the backward's own thread: the others see it at once
         fut: torch.futures.Future = torch.futures.Future()
-        self._queue.put((now, buf, nbytes, fut, step, self._bwd0))
+        self._queue.put((self._seq, buf, nbytes, fut, step, self._bwd0))
         return fut
 
     def _serve(self) -> None:
         free = 0.0  # when the link is next free (perf_counter seconds, as planned)
         while (item := self._queue.get()) is not None:
-            ready, buf, nbytes, fut, step, bwd0 = item
+            seq, buf, nbytes, fut, step, bwd0 = item
             try:
-                start = time.perf_counter()
-                if self.link is not None:
-                    # A collective starts once every rank has the bucket: the ranks of one machine
-                    # share the monotonic clock, so the latest ready time is one MAX all-reduce away.
-                    self._sync[0] = ready
-                    dist.all_reduce(self._sync, op=dist.ReduceOp.MAX)
-                    start = max(self._sync.item(), free)
-                dist.all_reduce(buf)  # the real collective (gloo or NCCL), from this thread
-                buf.div_(self._world)
-                end = time.perf_counter()
-                if self.link is not None:
+                if self.link is None:
+                    start = time.perf_counter()
+                    dist.all_reduce(buf)  # loopback: the real collective at once
+                else:
+                    start = max(self._board.latest(seq), free)  # every rank has it, the link is free
+                    work = dist.all_reduce(buf, async_op=True)  # the real collective (gloo or NCCL)
                     free = start + collective_seconds("all_reduce", nbytes, self._world, self.link)
                     time.sleep(max(0.0, free - time.perf_counter()))
-                    end = max(free, time.perf_counter())
+                    work.wait()
+                buf.div_(self._world)
+                end = time.perf_counter() if self.link is None else max(free, time.perf_counter())
                 step.transfers.append((start - bwd0, end - bwd0))
                 fut.set_result(buf)
             except Exception as e:  # surface it in the backward that waits for this bucket
                 fut.set_exception(e)
+
+
+class _Board:
+    """Each rank's latest bucket-ready times in a file mapped into every rank's memory: slot
+    ``seq % SLOTS`` of rank r holds ``(seq, ready time)``. A rank runs at most one backward's
+    buckets ahead of the others' link threads (its futures wait for their all-reduces), so
+    a slot is read before it is written again."""
+
+    SLOTS = 4096
+
+    def __init__(self) -> None:
+        self.rank, world = dist.get_rank(), dist.get_world_size()
+        path = [None]
+        if self.rank == 0:
+            fd, path[0] = tempfile.mkstemp(prefix="emulated-link-")
+            os.ftruncate(fd, world * self.SLOTS * 2 * 8)
+            os.close(fd)
+        dist.broadcast_object_list(path, src=0)
+        ok = torch.tensor([float(os.path.exists(path[0]))])
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if ok.item() != 1.0:
+            raise RuntimeError(
+                "LinkHook emulates a link between ranks of ONE machine (they share its clock and "
+                f"memory), but a rank could not open {path[0]}: run it with launch() or one torchrun node"
+            )
+        shared = torch.from_file(path[0], shared=True, size=world * self.SLOTS * 2, dtype=torch.float64)
+        self._cells = shared.view(world, self.SLOTS, 2).numpy()
+        dist.barrier()  # every rank has mapped it: the name can go, the memory stays until exit
+        if self.rank == 0:
+            os.unlink(path[0])
+
+    def post(self, seq: int, ready: float) -> None:
+        cell = self._cells[self.rank, seq % self.SLOTS]
+        cell[1] = ready
+        cell[0] = seq  # the tag last: a reader that sees the tag sees the time
+
+    def latest(self, seq: int, poll_s: float = 50e-6) -> float:
+        """The latest ready time of bucket ``seq`` over all ranks, once every rank has posted it."""
+        slot = self._cells[:, seq % self.SLOTS]
+        while (slot[:, 0] != seq).any():
+            if (slot[:, 0] > seq).any():
+                raise RuntimeError(f"emulated link: a rank overwrote bucket {seq}'s slot before it was read")
+            time.sleep(poll_s)
+        return float(slot[:, 1].max())
 
 
 def _link_hook(state: LinkHook, bucket):

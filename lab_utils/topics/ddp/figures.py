@@ -190,8 +190,8 @@ def validation(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> go.Figu
     old = sorted(abs(r["old_sum_error"]) for r in rows)
     typical, worst = errors[len(errors) // 2], errors[-1]
     t = title or (
-        f"Emulated link on 2 real ranks, each update vs the models fed its own stamps:<br>overlap model "
-        f"median |error| {100 * typical:.0f} % (worst {100 * worst:.0f} %), "
+        f"Emulated link on 2 real ranks, each point the median repeat vs the models fed its stamps:<br>"
+        f"overlap model median |error| {100 * typical:.0f} % (worst {100 * worst:.0f} %), "
         f"old sum median {100 * old[len(old) // 2]:.0f} %"
     )
     style(fig, title=t, yaxis="seconds per update", height=480)

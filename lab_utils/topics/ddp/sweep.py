@@ -53,7 +53,8 @@ def measure(
     ``rounds``: a link (latency ``latency_s``) on which one all-reduce round of every bucket takes
     that many times the measured backward (the slowest rank's median), so the experiment means the
     same on a fast or a slow machine; for each and each K, ``repeats`` updates of every loop, the
-    loops alternating, timed on the wall clock with every micro-step's stamps. Two warm-up
+    loops alternating, timed on the wall clock with every micro-step's stamps (an odd number of
+    repeats gives ``validation`` a true median). Two warm-up
     backwards first, so DDP has rebuilt its buckets before anything counts."""
     if not loops or not all(callable(f) for f in loops.values()):
         raise TypeError(f"loops must map names to update functions (ddp, optimizer, micro_batches), got {loops!r}")
@@ -158,8 +159,9 @@ def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """For each emulated run of ``measure`` (all ranks' results, rank order): the wall clock of
     rank 0 against the overlap model fed with every rank's stamps of that same update
     (``overlap.lockstep_update``), and against the old sum (every bucket sent after the whole
-    backward). Of the repeats, the fastest (the least disturbed by other programs) is compared;
-    ``error`` = measured / model - 1. ``typical_s`` is the model for the typical micro-step
+    backward). Every repeat is predicted; the row is the repeat with the median ``error`` =
+    measured / model - 1, so one update that another program delayed (or one the clock favoured)
+    does not decide the point. ``typical_s`` is the model for the typical micro-step
     (``micro_step``, the loopback medians) on that link: it does not inherit one update's compute
     noise, so between the loops it differs by exactly (K - 1) exposed parts."""
     w, opt = len(per_rank), per_rank[0]["optimizer_step_s"]
@@ -167,17 +169,18 @@ def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for i, run in enumerate(per_rank[0]["emulated"]):
         link = run["link"]
-        rep = min(range(len(run["wall_s"])), key=run["wall_s"].__getitem__)
-        ranks = [[_micro(s) for s in r["emulated"][i]["micro"][rep]] for r in per_rank]
-        pred = lockstep_update(ranks, link, w, optimizer_s=opt)[0]
-        after = [[_comm_after_backward(m) for m in steps] for steps in ranks]
-        old = lockstep_update(after, link, w, optimizer_s=opt)[0]
-        wall = run["wall_s"][rep]
+        reps = []
+        for rep, wall in enumerate(run["wall_s"]):
+            ranks = [[_micro(s) for s in r["emulated"][i]["micro"][rep]] for r in per_rank]
+            pred = lockstep_update(ranks, link, w, optimizer_s=opt)[0]
+            after = [[_comm_after_backward(m) for m in steps] for steps in ranks]
+            reps.append((wall / pred, wall, pred, lockstep_update(after, link, w, optimizer_s=opt)[0], rep))
+        _, wall, pred, old, rep = sorted(reps)[len(reps) // 2]
         rows.append(
             {"link": link.name, "k": run["k"], "loop": run["loop"], "measured_s": wall, "model_s": pred,
-             "old_sum_s": old, "error": wall / pred - 1, "old_sum_error": wall / old - 1,
+             "old_sum_s": old, "error": wall / pred - 1, "old_sum_error": wall / old - 1, "repeats": len(reps),
              "typical_s": per_loop[run["loop"]](typical, run["k"], link, w, optimizer_s=opt)
              if run["loop"] in per_loop else float("nan"),
-             "buckets": len(run["micro"][0][-1]["buckets"])}
+             "buckets": len(run["micro"][rep][-1]["buckets"])}
         )  # fmt: skip
     return rows
