@@ -89,7 +89,7 @@ class LinkHook:
         self._world = dist.get_world_size()
         device = next(ddp.parameters()).device
         self._cuda = device.type == "cuda"
-        self._board = _Board()
+        self._board = _Board(device)
         ddp.register_forward_pre_hook(lambda *_: self._forward_started())
         ddp.register_forward_hook(lambda _m, _i, out: self._watch(out))
         ddp.register_comm_hook(self, _link_hook)
@@ -175,7 +175,7 @@ class _Board:
 
     SLOTS = 4096
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.rank, world = dist.get_rank(), dist.get_world_size()
         path = [None]
         if self.rank == 0:
@@ -183,7 +183,7 @@ class _Board:
             os.ftruncate(fd, world * self.SLOTS * 2 * 8)
             os.close(fd)
         dist.broadcast_object_list(path, src=0)
-        ok = torch.tensor([float(os.path.exists(path[0]))])
+        ok = torch.tensor([float(os.path.exists(path[0]))], device=device)  # NCCL reduces on the GPU
         dist.all_reduce(ok, op=dist.ReduceOp.MIN)
         if ok.item() != 1.0:
             raise RuntimeError(
