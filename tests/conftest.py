@@ -83,19 +83,66 @@ def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children, ...), from /proc/*/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError), open(f"/proc/{entry}/stat") as f:
+                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def _stop_agent(agent, grace: float = 5.0) -> None:
+    """Stop a torchrun agent and everything it started: SIGTERM first (torchrun then stops its
+    workers), SIGKILL after ``grace`` seconds to the agent and to each worker's process group (torchrun
+    starts every worker in a session of its own, so killing the agent's group would miss them)."""
+    if agent.poll() is not None:
+        return
+    below = _descendants(agent.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(agent.pid, signal.SIGTERM)
+    with contextlib.suppress(Exception):
+        agent.wait(timeout=grace)
+    for pid in [agent.pid, *below]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    agent.wait()
+
+
+def static_rendezvous(addr: str, port: int | str) -> list[str]:
+    """torchrun's flags for a fixed set of machines: node 0 at ``addr`` hosts the store on ``port``.
+    torchrun_two_agents runs these; the docs' two-machine commands must show them (tests check)."""
+    return ["--rdzv_backend=static", f"--master_addr={addr}", f"--master_port={port}"]
+
+
 def torchrun_two_agents(
     function: str,
     tmp_path,
     *,
     kwargs: str | None = None,
-    rdzv_id: str = "labtest",
-    timeout: float = 240,
+    timeout: float = 120,
+    grace: float = 15,
     script_args: tuple[str, ...] = (),
 ) -> dict:
     """Run ``function`` under two torchrun agents (--nnodes=2, one process each) on localhost,
     standing in for two machines; return the JSON that global rank 0 wrote (it alone writes).
     A ``function`` ending in ``.py`` is a script run with ``script_args`` (and ``--out FILE``)
-    instead of ``lab_utils.run module:function``."""
+    instead of ``lab_utils.run module:function``.
+
+    Static rendezvous, the form the README documents for two machines: node 0 hosts the store at
+    --master_addr:--master_port and holds global rank 0. (c10d on one host lets either agent host
+    the store, and the other's rendezvous shutdown then talks to a store that may be gone.) Each
+    agent's output goes to a file, never a pipe, so no agent can block on a full pipe while the other
+    is waited for. Once one agent has exited, the other gets ``grace`` seconds; past those, or past
+    ``timeout``, both agents and their workers are stopped and the failure shows both agents' output."""
     import json
     import subprocess
     import sys
@@ -104,35 +151,40 @@ def torchrun_two_agents(
 
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     common = (
-        [
-            "--nnodes=2",
-            "--nproc_per_node=1",
-            "--rdzv_backend=c10d",
-            f"--rdzv_endpoint=127.0.0.1:{free_port()}",
-            f"--rdzv_id={rdzv_id}",
-        ]
+        ["--nnodes=2", "--nproc_per_node=1", *static_rendezvous("127.0.0.1", free_port())]
         + ([str(function), *script_args] if str(function).endswith(".py") else ["-m", "lab_utils.run", function])
         + (["--kwargs", kwargs] if kwargs else [])
         + ["--out"]
     )
-    agents = [
-        subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", f"--node_rank={n}"]
-            + common
-            + [str(tmp_path / f"n{n}.json")],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for n in (0, 1)
-    ]
+    logs = [tmp_path / f"agent{n}.log" for n in (0, 1)]
+    agents = []
     try:
-        outs = [a.communicate(timeout=timeout) for a in agents]
+        for n in (0, 1):
+            cmd = [sys.executable, "-m", "torch.distributed.run", f"--node_rank={n}", *common, tmp_path / f"n{n}.json"]
+            with open(logs[n], "w") as log:  # the agent holds its own copy of the descriptor
+                agent = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            agents.append(agent)
+        # Both agents leave torchrun's exit barrier together, so once one has exited the other follows
+        # within a second or two; it gets `grace` seconds, not its barrier's 300.
+        deadline, first_exit = time.monotonic() + timeout, None
+        while any(a.poll() is None for a in agents) and time.monotonic() < min(deadline, (first_exit or 1e12) + grace):
+            if first_exit is None and any(a.poll() is not None for a in agents):
+                first_exit = time.monotonic()
+            time.sleep(0.05)
+        running = [n for n, a in enumerate(agents) if a.poll() is None]
     finally:
         for a in agents:
-            a.kill()
-    assert all(a.returncode == 0 for a in agents), [o[1][-2000:] for o in outs]
+            _stop_agent(a)
+    codes = [a.returncode for a in agents]
+    if running or any(codes):
+        if not running:
+            what = "a node failed"
+        elif first_exit is None:
+            what = f"both nodes still running after {timeout:.0f} s"
+        else:
+            what = f"node {running[0]} still running {grace:.0f} s after the other exited"
+        tails = [f"\n--- node {n}, exit code {c}:\n{logs[n].read_text()[-3000:]}" for n, c in enumerate(codes)]
+        pytest.fail(f"torchrun, two agents: {what} (both now stopped).{''.join(tails)}", pytrace=False)
     written = list(tmp_path.glob("n*.json"))
-    assert len(written) == 1, f"expected one result file (global rank 0), got {written}"
+    assert written == [tmp_path / "n0.json"], f"expected one result file, from node 0 (global rank 0), got {written}"
     return json.loads(written[0].read_text())

@@ -7,10 +7,11 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import torchrun_two_agents, wait_no_ranks
+from tests.conftest import static_rendezvous, torchrun_two_agents, wait_no_ranks
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -50,6 +51,13 @@ def test_two_agents_stand_in_for_two_machines(tmp_path):
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert sorted(r["local_rank"] for r in ranks) == [0, 0]  # one process per "machine"
     assert not wait_no_ranks()
+
+
+def test_readme_shows_the_two_machine_form_the_suite_runs():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Beyond one machine", 1)[1].split("\n## ", 1)[0]
+    assert "--nnodes=2 --node_rank=$NODE_RANK" in section
+    assert " ".join(static_rendezvous("$MASTER", 29500)) in section
 
 
 def test_run_without_torchrun_says_how():

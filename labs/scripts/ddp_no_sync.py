@@ -6,14 +6,16 @@ One machine, two processes (CPU: gloo; one GPU per process: NCCL). Run from the 
 
 Stopped half-way? The same command resumes from the newest ``ckpt/epoch_<n>.pt`` (or name one
 with ``--resume ckpt/epoch_2.pt``). Two machines: on each, NODE_RANK=0 on the first and 1 on the
-second, MASTER = the first machine's address, port 29400 open between them:
+second, MASTER = the first machine's address, port 29500 open between them:
 
     torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
-        --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=ddp-lab \\
+        --rdzv_backend=static --master_addr=$MASTER --master_port=29500 \\
         labs/scripts/ddp_no_sync.py --epochs 4 --k 4 --ckpt-dir ckpt
 
-Only global rank 0 writes checkpoints; to resume on several machines, every machine must read the
-same ``--ckpt-dir`` (shared storage) or a copy of it. Do not pass ``--master_port=0`` to torchrun
+Only global rank 0 writes checkpoints: with this static rendezvous it runs on node 0 (the MASTER
+machine). (``--rdzv_backend=c10d`` ignores ``--node_rank`` and puts rank 0 on the machine whose
+host name sorts first.) To resume on several machines, every machine must read the same
+``--ckpt-dir`` (shared storage) or a copy of it. Do not pass ``--master_port=0`` to torchrun
 (it hangs in torch 2.13 on this course's machines): use ``--standalone`` on one machine, or a port you
 know is free. A checkpoint is written to a temporary file and renamed into place (``os.replace``),
 so a run killed while saving leaves the previous epoch's file intact, never a truncated one.

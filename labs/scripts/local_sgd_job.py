@@ -12,12 +12,14 @@ Run it on N processes of one machine (CPU or GPU):
     # torchrun: the same script without the Accelerate launcher
     torchrun --standalone --nproc_per_node=2 local_sgd_job.py --processes 2
 
-    # several machines: torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
-    #     --rdzv_backend=c10d --rdzv_endpoint=$MASTER:29400 --rdzv_id=lsgd local_sgd_job.py --processes 4
+    # two machines (NODE_RANK 0 on the one at address $MASTER, 1 on the other; port 29500 open):
+    # torchrun --nnodes=2 --node_rank=$NODE_RANK --nproc_per_node=2 \\
+    #     --rdzv_backend=static --master_addr=$MASTER --master_port=29500 local_sgd_job.py --processes 4
 
 Tested: the lab's test suite runs the ``accelerate launch`` form on 2 CPU processes (one run that
-checks every averaging); the ``torchrun`` forms are not run by the suite (the one-machine form was
-run by hand).
+checks every averaging); the ``torchrun`` forms are not run on this script by the suite (the
+one-machine form was run by hand; the two-machine form is the one the suite runs, as two agents on
+one host, for ``lab_utils.run`` and ``ddp_no_sync.py``).
 
 Pitfall: ``accelerate launch --cpu --num_processes 2`` starts ONE process, and on a CPU an
 Accelerator built without ``cpu=True`` leaves each process training alone; ``--processes N``

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import torchrun_two_agents
+from tests.conftest import static_rendezvous, torchrun_two_agents
 
 SCRIPT = Path(__file__).resolve().parents[3] / "labs" / "scripts" / "ddp_no_sync.py"
 SMALL = ("--epochs", "2", "--k", "2", "--samples", "64", "--micro-batch", "8", "--width", "8")
@@ -32,9 +32,7 @@ def test_resumed_run_reaches_the_uninterrupted_one(tmp_path):
     whole = json.loads(out.read_text())
     assert sorted(p.name for p in ckpt.iterdir()) == ["epoch_1.pt", "epoch_2.pt"]  # one writer, one file per epoch
     # Two agents (--nnodes 2), resumed from the epoch-1 checkpoint: only epoch 2 runs.
-    resumed = torchrun_two_agents(
-        str(SCRIPT), tmp_path, rdzv_id="ddp-script", script_args=(*SMALL, "--resume", str(ckpt / "epoch_1.pt"))
-    )
+    resumed = torchrun_two_agents(str(SCRIPT), tmp_path, script_args=(*SMALL, "--resume", str(ckpt / "epoch_1.pt")))
     assert whole["world_size"] == resumed["world_size"] == 2
     assert whole["epochs_run"] == [0, 1] and resumed["epochs_run"] == [1]
     halfway = torch.cat([t.flatten() for t in torch.load(ckpt / "epoch_1.pt")["model"].values()])
@@ -53,4 +51,6 @@ def test_script_stands_alone_and_says_how_to_run():
     imports = [line for line in text.splitlines() if line.startswith(("import", "from"))]
     assert imports and not any("lab_utils" in line for line in imports)
     assert "torchrun --standalone --nproc_per_node=2 labs/scripts/ddp_no_sync.py" in text
-    assert "--nnodes=2 --node_rank=$NODE_RANK" in text and "--rdzv_endpoint=$MASTER:29400" in text
+    # the two-machine form is the one torchrun_two_agents runs (static rendezvous)
+    assert "--nnodes=2 --node_rank=$NODE_RANK" in text
+    assert " ".join(static_rendezvous("$MASTER", 29500)) in text

@@ -158,7 +158,6 @@ def test_two_torchrun_agents_give_launchs_result(runs, tmp_path):
         "tests.topics.local_sgd.test_record:train_flat",
         tmp_path,
         kwargs=json.dumps({"H": 4, "steps": STEPS}),
-        rdzv_id="lab5",
     )
     assert result["world_size"] == 2
     # torchrun gives each single-process agent both cores (launch: one thread per rank), so the
