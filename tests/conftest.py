@@ -117,6 +117,11 @@ def _stop_agent(agent, grace: float = 5.0) -> None:
     agent.wait()
 
 
+# What a torch worker prints when a gloo thread, freeing a finished collective while Python shuts
+# down, cannot take the GIL (std::terminate, SIGABRT); the surviving agent then waits in its exit barrier.
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 def static_rendezvous(addr: str, port: int | str) -> list[str]:
     """torchrun's flags for a fixed set of machines: node 0 at ``addr`` hosts the store on ``port``.
     torchrun_two_agents runs these; the docs' two-machine commands must show them (tests check)."""
@@ -183,7 +188,13 @@ def torchrun_two_agents(
             what = f"both nodes still running after {timeout:.0f} s"
         else:
             what = f"node {running[0]} still running {grace:.0f} s after the other exited"
-        tails = [f"\n--- node {n}, exit code {c}:\n{logs[n].read_text()[-3000:]}" for n, c in enumerate(codes)]
+        texts = [log.read_text() for log in logs]
+        tails = [f"\n--- node {n}, exit code {c}:\n{texts[n][-3000:]}" for n, c in enumerate(codes)]
+        if any(GLOO_EXIT_ABORT in t for t in texts):  # seen under heavy load, about 1 run in 15
+            what += (
+                "; a worker aborted as its Python exited (a gloo thread freed a finished collective during"
+                " interpreter shutdown and needed the GIL: a torch race, not this test's code)"
+            )
         pytest.fail(f"torchrun, two agents: {what} (both now stopped).{''.join(tails)}", pytrace=False)
     written = list(tmp_path.glob("n*.json"))
     assert written == [tmp_path / "n0.json"], f"expected one result file, from node 0 (global rank 0), got {written}"
