@@ -67,6 +67,18 @@ def test_model_from_stamps_by_hand():
     assert row["model_s"] == lockstep_update([[MicroStep(0.1, 1.0), micro]] * 2, link, 2, optimizer_s=0.05)[0]
 
 
+def test_validation_keeps_the_median_repeat():
+    link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)
+    synced = _stamp(0.1, 1.0, [(0.2, 100_000), (1.0, 100_000)])
+    measured = {"world_size": 2, "ks": [1], "optimizer_step_s": 0.0, "loopback": [synced] * 3}
+    slow = _stamp(0.1, 2.0, [(0.2, 100_000), (2.0, 100_000)])  # a repeat whose compute was slowed
+    # the model: 1.2 s for `synced`, 2.2 s for `slow`; the ratios are 1.25, 1.1 (median) and 1.0
+    run = {"link": link, "k": 1, "loop": "naive", "wall_s": [1.5, 2.42, 1.2], "micro": [[synced], [slow], [synced]]}
+    (row,) = sweep.validation([{**measured, "emulated": [run]}] * 2)
+    assert row["measured_s"] == 2.42 and row["model_s"] == pytest.approx(2.2) and row["repeats"] == 3
+    assert row["error"] == pytest.approx(0.1)  # not the fastest repeat's 0 %, nor the first one's 25 %
+
+
 def test_bad_input():
     with pytest.raises(TypeError, match="loops must map names"):
         sweep.measure({"naive": "naive"})
