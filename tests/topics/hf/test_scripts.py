@@ -1,7 +1,7 @@
 """hf.scripts and labs/scripts/accelerate_job.py: the launcher commands really start 2 processes,
 and the single-process traps are caught by the script's guard. The two `accelerate launch` commands
 (2 processes, and the --cpu trap) are run and checked by lab 4 itself (section 5, under nbval); the
-torchrun forms are run here, one script run per test."""
+torchrun forms are run here, both at once."""
 
 from __future__ import annotations
 
@@ -43,16 +43,22 @@ def test_run_all_runs_each_command_and_keeps_the_names():
         scripts.run_all({})
 
 
-def _two_process_result(launcher):
-    out = scripts.run(scripts.command(launcher, SCRIPT, processes=2), timeout=300)
-    assert out["returncode"] == 0, out["log_tail"]
-    return out["result"]
+@pytest.fixture(scope="module")
+def torchrun_runs():
+    """Both torchrun forms at once (one launcher imports while the other's ranks train): the
+    2-process run, and on a machine without GPUs the --no-cpu trap."""
+    cmds = {"two": scripts.command("torchrun", SCRIPT, processes=2)}
+    if cuda_count() == 0:
+        cmds["trap"] = scripts.command("torchrun", SCRIPT, processes=2, args=("--no-cpu",))
+    return scripts.run_all(cmds, timeout=300)
 
 
 @pytest.mark.slow
 @two_procs
-def test_torchrun_runs_two_processes():
-    r = _two_process_result("torchrun")
+def test_torchrun_runs_two_processes(torchrun_runs):
+    out = torchrun_runs["two"]
+    assert out["returncode"] == 0, out["log_tail"]
+    r = out["result"]
     assert r["num_processes"] == 2 and r["sync"] == [False, False, False, True]
     assert r["collectives"] == [0, 0, 0, 1] and r["scheduler_steps"] == [0, 0, 0, 2]
     assert len(r["evals"]) == 1
@@ -60,6 +66,6 @@ def test_torchrun_runs_two_processes():
 
 @pytest.mark.slow
 @pytest.mark.skipif(cuda_count() > 0, reason="the trap is about CPU-only machines")
-def test_torchrun_without_cpu_true_is_caught():
-    out = scripts.run(scripts.command("torchrun", SCRIPT, processes=2, args=("--no-cpu",)), timeout=300)
+def test_torchrun_without_cpu_true_is_caught(torchrun_runs):
+    out = torchrun_runs["trap"]
     assert out["returncode"] != 0 and "trains alone" in out["error"]
