@@ -60,28 +60,22 @@ def test_readme_shows_the_two_machine_form_the_suite_runs():
     assert " ".join(static_rendezvous("$MASTER", 29500)) in section
 
 
-def test_run_without_torchrun_says_how():
-    e = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
-    proc = subprocess.run(
-        [sys.executable, "-m", "lab_utils.run", "lab_utils.examples:whoami"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=e,
-    )
-    assert proc.returncode != 0 and "Start it with torchrun" in proc.stderr
-
-
-def test_bad_function_spec():
-    e = dict(env(), RANK="0", WORLD_SIZE="1")
-    proc = subprocess.run(
-        [sys.executable, "-m", "lab_utils.run", "lab_utils.examples:nope"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=e,
-    )
-    assert proc.returncode != 0 and "has no function 'nope'" in proc.stderr
+def test_cli_errors_say_what_to_do():
+    """Started without torchrun, or naming a function that does not exist: a clear message and a
+    non-zero exit (both processes at once: most of each is importing torch)."""
+    no_torchrun = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
+    cases = {
+        "Start it with torchrun": ("lab_utils.examples:whoami", no_torchrun),
+        "has no function 'nope'": ("lab_utils.examples:nope", dict(env(), RANK="0", WORLD_SIZE="1")),
+    }
+    procs = {
+        says: subprocess.Popen([sys.executable, "-m", "lab_utils.run", spec], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, env=e)
+        for says, (spec, e) in cases.items()
+    }  # fmt: skip
+    for says, proc in procs.items():
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode != 0 and says in err, err
 
 
 def test_a_cell_function_travels_by_value_to_torchrun(tmp_path):
