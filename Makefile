@@ -47,8 +47,13 @@ lab: $(STAMP) $(OVERRIDES)
 # The whole suite: lint, the lab_utils unit tests and every notebook under nbval at the smoke
 # size, on two workers (--dist loadfile keeps each file, so each notebook's cells, in one worker).
 # (The real-browser tests in tests/browser run from `make browser-test`, which CI also runs.)
+# One OpenMP thread per process: two workers share two cores, and torch's OpenMP threads
+# spin-wait when they outnumber the free cores (lab 1 took 92 s instead of 15 s beside one busy
+# process). Ranks started by launch() set their own thread count either way.
+TEST_ENV := LAB_SIZE=smoke OMP_NUM_THREADS=1
+
 test: $(STAMP) lint
-	LAB_SIZE=smoke $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
+	$(TEST_ENV) $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -n 2 --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
@@ -59,7 +64,7 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
-	LAB_SIZE=smoke $(BIN)/python -m pytest labs --nbval --nbval-current-env \
+	$(TEST_ENV) $(BIN)/python -m pytest labs --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
 
 # Store a notebook's outputs from a real run at the student size (widget state is not saved).

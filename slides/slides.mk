@@ -23,5 +23,5 @@ slides-pdf: slides
 browser-test: $(STAMP) $(OVERRIDES)
 	SLIDES_BUILD=$(BROWSER_TEST_OUT) bash slides/fetch_assets.sh
 	$(BIN)/python slides/build.py --out $(BROWSER_TEST_OUT)
-	LAB_BROWSER_TESTS=1 SLIDES_BUILD=$(BROWSER_TEST_OUT) $(BIN)/python -m pytest tests/browser \
+	OMP_NUM_THREADS=1 LAB_BROWSER_TESTS=1 SLIDES_BUILD=$(BROWSER_TEST_OUT) $(BIN)/python -m pytest tests/browser \
 		-p no:cacheprovider $(PYTEST_ARGS)

@@ -26,6 +26,7 @@ def test_stamps_and_the_emulated_link(runs):
     round_s = sum(collective_seconds("all_reduce", n, 2, link) for n in BY_HAND)
     slowest = max(sorted(s["backward_s"] for s in r["sweep"]["loopback"])[1] for r in runs)  # median of 3
     assert round_s == pytest.approx(20 * slowest)  # rounds=(20,): one round = 20 x the slowest backward
+    unblocked = []
     for run in measured["emulated"]:
         steps = run["micro"][0]
         synced = [s for s in steps if s["buckets"]]
@@ -34,13 +35,15 @@ def test_stamps_and_the_emulated_link(runs):
             assert len(s["transfers"]) == len(BY_HAND)
             # the hook does not block the backward: its compute ends while the first bucket is still
             # on the wire (a hook that waited for its transfer would hold the backward until that
-            # transfer's end; the slow link, 20 backwards a round, keeps this true on a loaded machine)
-            assert s["backward_s"] < s["transfers"][0][1]
+            # transfer's end, in every step; on the slow link, 20 backwards a round, a non-blocking
+            # one ends first unless a burst of load made that backward 20 times slower)
+            unblocked.append(s["backward_s"] < s["transfers"][0][1])
             for (start, end), (_, n) in zip(s["transfers"], s["buckets"]):  # held for at least its cost
                 assert end - start >= collective_seconds("all_reduce", n, 2, link) - 1e-4
         # the wall clock includes the link: the backward waited for the last transfer
         assert run["wall_s"][0] >= sum(s["forward_s"] + max([s["backward_s"]] + [e for _, e in s["transfers"]])
                                        for s in steps)  # fmt: skip
+    assert sum(unblocked) > len(unblocked) / 2, unblocked
 
 
 def _stamp(fwd, bwd, buckets):
