@@ -83,19 +83,29 @@ def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (children, their children, ...), from /proc/*/stat."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError), open(f"/proc/{entry}/stat") as f:
-                children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    found, todo = [], [pid]
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                kids.setdefault(int(fields[1]), []).append(int(d))
+    return kids
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, their children, ...), from /proc."""
+    kids, out, todo = _children(), set(), [pid]
     while todo:
-        kids = children.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
+        for c in kids.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
 
 
 def _stop_agent(agent, grace: float = 5.0) -> None:
@@ -104,7 +114,7 @@ def _stop_agent(agent, grace: float = 5.0) -> None:
     starts every worker in a session of its own, so killing the agent's group would miss them)."""
     if agent.poll() is not None:
         return
-    below = _descendants(agent.pid)
+    below = descendants(agent.pid)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(agent.pid, signal.SIGTERM)
     with contextlib.suppress(Exception):

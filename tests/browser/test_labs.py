@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import descendants
+
 from .conftest import ROOT, free_port
 
 LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
@@ -30,30 +32,6 @@ SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false", "checkForUpdates": False},
 }
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                kids.setdefault(int(fields[1]), []).append(int(d))
-    return kids
-
-
-def descendants(pid: int) -> set[int]:
-    kids, out, todo = _children(), set(), [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
 
 
 def alive(pids) -> set[int]:
