@@ -11,10 +11,12 @@ Exercises are graded by functions decorated with ``grader`` (each topic's ``exer
         ...measure, then assert ...            # a failed assert is the student's ✗
         return "1 forward recomputed"          # optional detail for the ✓ line
 
-A grader prints exactly one of three lines: ``○ ... not attempted yet`` when an argument is
-still the stub ``...`` or the student's code still raises ``NotImplementedError`` (Run All goes
-on), ``✓ ...`` when the measurement agrees, and raises ``AssertionError('✗ ...')`` with the
-hint when it does not.
+A grader prints exactly one of three lines and returns its mark: ``○ ... not attempted yet``
+when an argument is still the stub ``...`` or the student's code still raises
+``NotImplementedError``; ``✓ ...`` when the measurement agrees; ``✗ ...`` with what was measured
+and the hint when it does not (a failed assert, or an error raised by the student's code). None
+of the three raises, so Run All goes on to the next exercise. ``check`` is different: it is for
+the lab's own claims, and a broken claim raises (the lab is wrong, and nbval must see it).
 """
 
 from __future__ import annotations
@@ -147,12 +149,17 @@ def _raised_stub(err: BaseException) -> bool:
     return False
 
 
+def _failed(title: str, why: str, hint: str) -> str:
+    print(f"{FAILED} {title}: {why}\n  hint: {hint}")
+    return FAILED
+
+
 def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
-    """Turn ``check(*student_things)`` into an exercise grader that prints ○, ✓ or raises ✗.
+    """Turn ``check(*student_things)`` into an exercise grader that prints ○, ✓ or ✗.
 
     The wrapped function measures the student's code and asserts; it may return a short detail
     for the ✓ line. ``hint`` says which section to reread when the attempt is wrong. The grader
-    returns the mark it printed (``NOT_ATTEMPTED`` or ``PASSED``)."""
+    returns the mark it printed (``NOT_ATTEMPTED``, ``PASSED`` or ``FAILED``) and never raises."""
 
     def wrap(check_fn: Callable[..., str | None]) -> Callable[..., str]:
         @functools.wraps(check_fn)
@@ -165,12 +172,12 @@ def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Ca
             try:
                 detail = check_fn(*args, **kwargs)
             except AssertionError as err:
-                raise AssertionError(f"{FAILED} {title}: {err}\n  hint: {hint}") from None
-            except Exception as err:  # noqa: BLE001 - the stub's NotImplementedError is not an error
+                return _failed(title, str(err), hint)
+            except Exception as err:  # noqa: BLE001 - the student's code raised: a ✗, not a traceback
                 if _raised_stub(err):
                     print(f"{NOT_ATTEMPTED} {title}: not attempted yet. Write the code above; hint: {hint}")
                     return NOT_ATTEMPTED
-                raise
+                return _failed(title, f"your code raised {type(err).__name__}: {err}", hint)
             print(f"{PASSED} {title}" + (f": {detail}" if detail else ""))
             return PASSED
 

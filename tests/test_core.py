@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from lab_utils import checks, data, env, models, plots, timing
+from tests.conftest import graded_fail
 
 
 def test_mlp_shape_and_determinism():
@@ -124,3 +125,22 @@ def test_plots_return_figures_with_the_data():
     fig = plots.lines({"x": [1, 2, 3], "y": [3, 2, 1]}, xaxis="step", log_y=True)
     assert len(fig.data) == 2 and fig.layout.yaxis.type == "log"
     assert "simulated" in plots.simulated("time per update")
+
+
+def test_grader_prints_each_mark_and_never_stops_run_all(capsys):
+    @checks.grader("Exercise 9 - a sum", hint="is it a mean instead of a sum?")
+    def check_sum(fn):
+        got = fn([1.0, 2.0, 3.0])
+        assert got == 6.0, f"your function returned {got}, expected 6.0"
+
+    def stub(xs):
+        raise NotImplementedError()
+
+    assert check_sum(stub) == checks.NOT_ATTEMPTED
+    assert check_sum(...) == checks.NOT_ATTEMPTED
+    assert check_sum(sum) == checks.PASSED
+    assert "✓ Exercise 9 - a sum" in capsys.readouterr().out
+    # a wrong answer and an answer that raises: a ✗ line with the measurement and the hint, no raise
+    text = graded_fail(check_sum, lambda xs: sum(xs) / len(xs), match="returned 2.0, expected 6.0")
+    assert "is it a mean instead of a sum?" in text
+    graded_fail(check_sum, lambda xs: xs.sum(), match="your code raised AttributeError")

@@ -8,6 +8,7 @@ from lab_utils import solutions
 from lab_utils.checks import NOT_ATTEMPTED, PASSED
 from lab_utils.topics import accumulation
 from lab_utils.topics.accumulation import exercises
+from tests.conftest import graded_fail
 
 
 # ----------------------------------------------------------------------------- Exercise 1
@@ -25,8 +26,7 @@ def tf_port(divide: bool):
 
 def test_tf_port_passes_with_the_division_and_fails_as_the_seed_wrote_it(capsys):
     assert exercises.check_tf_port(tf_port(divide=True)) == PASSED
-    with pytest.raises(AssertionError, match="✗.*norm is 3 x"):
-        exercises.check_tf_port(tf_port(divide=False))  # the seed's recipe: a sum of 3 means
+    graded_fail(exercises.check_tf_port, tf_port(divide=False), match="✗.*norm is 3 x")  # the recipe: a sum of 3 means
 
 
 def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
@@ -35,8 +35,7 @@ def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
             (loss_fn(model, mb) / len(micro_batches)).backward()
         return [p.grad for p in model.parameters()]
 
-    with pytest.raises(AssertionError, match="✗.*filled .grad"):
-        exercises.check_tf_port(through_grad)
+    graded_fail(exercises.check_tf_port, through_grad, match="✗.*filled .grad")
 
 
 # ----------------------------------------------------------------------------- Exercise 2
@@ -82,8 +81,7 @@ def test_the_instructors_clipping_passes():
     ],
 )
 def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
-    with pytest.raises(AssertionError, match=f"✗.*{message}"):
-        exercises.check_clipping(wrong)
+    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
 
 
 # ----------------------------------------------------------------------------- Exercise 3
@@ -126,19 +124,18 @@ def test_token_stream_solution_passes():
     ],
 )
 def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):
-    with pytest.raises(AssertionError, match=f"✗.*{message}"):
-        exercises.check_token_stream(wrong)
+    graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
 
 
 # ----------------------------------------------------------------------------- Exercise 4
 def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
-    with pytest.raises(AssertionError, match="✗.*1 wrong"):  # "eval mode is exact": not without running stats
-        exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"})
-    with pytest.raises(AssertionError, match="unknown names"):
-        exercises.check_norms({"layernorm"})
-    with pytest.raises(TypeError, match="give a set of names"):
-        exercises.check_norms("groupnorm")
+    # "eval mode is exact": not without running stats
+    graded_fail(
+        exercises.check_norms, {"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="✗.*1 wrong"
+    )
+    graded_fail(exercises.check_norms, {"layernorm"}, match="unknown names")
+    graded_fail(exercises.check_norms, "groupnorm", match="give a set of names")
 
 
 # ----------------------------------------------------------------------------- stubs

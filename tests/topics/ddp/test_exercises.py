@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from lab_utils import launch
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.ddp import exercises
+from tests.conftest import graded_fail
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
@@ -103,14 +104,12 @@ def replay(monkeypatch, measured):
 
 @pytest.mark.usefixtures("replay")
 def test_accumulate_grader_catches_forward_outside():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*measured 8 all-reduces, expected 2"):
-        exercises.check_accumulate(forward_outside)
+    graded_fail(exercises.check_accumulate, forward_outside, match=f"{FAILED}.*measured 8 all-reduces, expected 2")
 
 
 @pytest.mark.usefixtures("replay")
 def test_accumulate_grader_catches_missing_1_over_k():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*away from 2 large batches"):
-        exercises.check_accumulate(without_1_over_k)
+    graded_fail(exercises.check_accumulate, without_1_over_k, match=f"{FAILED}.*away from 2 large batches")
 
 
 def test_accumulate_grader_stub_is_not_attempted():
@@ -121,8 +120,7 @@ def test_accumulate_grader_stub_is_not_attempted():
 
 def test_mean_loss_grader_catches_the_hang(monkeypatch):
     monkeypatch.setattr(exercises, "HANG_TIMEOUT", 2.5)
-    with pytest.raises(AssertionError, match=f"{FAILED}.*still hangs"):
-        exercises.check_mean_loss(mean_loss_on_rank_0_only)
+    graded_fail(exercises.check_mean_loss, mean_loss_on_rank_0_only, match=f"{FAILED}.*still hangs")
 
 
 def mean_loss_as_tensor(local_loss):
@@ -139,26 +137,22 @@ def test_mean_loss_grader_accepts_a_tensor_on_every_rank():
 
 @pytest.mark.usefixtures("replay")
 def test_mean_loss_grader_catches_a_wrong_mean():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*rank 0 returned 1.0"):
-        exercises.check_mean_loss(mean_loss_without_collective)
+    graded_fail(exercises.check_mean_loss, mean_loss_without_collective, match=f"{FAILED}.*rank 0 returned 1.0")
     assert exercises.check_mean_loss(...) == NOT_ATTEMPTED
 
 
 @pytest.mark.usefixtures("replay")
 def test_fp16_grader_catches_the_sum():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*divided by the world size"):
-        exercises.check_fp16_hook(fp16_hook_without_mean)
+    graded_fail(exercises.check_fp16_hook, fp16_hook_without_mean, match=f"{FAILED}.*divided by the world size")
 
 
 @pytest.mark.usefixtures("replay")
 def test_fp16_grader_catches_float32():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*not float16"):
-        exercises.check_fp16_hook(fp32_hook)
+    graded_fail(exercises.check_fp16_hook, fp32_hook, match=f"{FAILED}.*not float16")
     assert exercises.check_fp16_hook(...) == NOT_ATTEMPTED
 
 
 def test_buckets_grader_catches_the_division_guess():
     # 1.04 MiB of gradients / 0.3 MiB per bucket, rounded up: the guess the greedy rule refutes.
-    with pytest.raises(AssertionError, match=f"{FAILED}.*you predicted 4"):
-        exercises.check_buckets(4)
+    graded_fail(exercises.check_buckets, 4, match=f"{FAILED}.*you predicted 4")
     assert exercises.check_buckets(...) == NOT_ATTEMPTED

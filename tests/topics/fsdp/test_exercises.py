@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
 from lab_utils.topics.fsdp import exercises
+from tests.conftest import graded_fail
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
@@ -45,18 +46,15 @@ def never_reshards(model, optimizer, micro_batches):
 
 
 def test_windows_grader_catches_sync_on_the_first_micro_step():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*away from 2 large-batch steps"):
-        exercises.check_windows(sync_on_first_micro_step)
+    graded_fail(exercises.check_windows, sync_on_first_micro_step, match=f"{FAILED}.*away from 2 large-batch steps")
 
 
 def test_rank_bytes_grader_catches_even_shards():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*rank 0: predicted"):
-        exercises.check_rank_bytes(even_shards)
+    graded_fail(exercises.check_rank_bytes, even_shards, match=f"{FAILED}.*rank 0: predicted")
 
 
 def test_fewer_gathers_grader_catches_gathered_parameters_left_behind():
-    with pytest.raises(AssertionError, match=f"{FAILED}.*still hold"):
-        exercises.check_fewer_gathers(never_reshards)
+    graded_fail(exercises.check_fewer_gathers, never_reshards, match=f"{FAILED}.*still hold")
 
 
 def test_stubs_are_not_attempted():

@@ -12,9 +12,10 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import Trainer, get_scheduler
 
-from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.checks import NOT_ATTEMPTED
 from lab_utils.solutions import solution
 from lab_utils.topics.hf import exercises
+from tests.conftest import graded_fail
 
 
 def stub(*_args, **_kwargs):
@@ -22,10 +23,7 @@ def stub(*_args, **_kwargs):
 
 
 def _fails(grader, *args):
-    with pytest.raises(AssertionError) as err:
-        grader(*args)
-    assert str(err.value).startswith(FAILED)
-    return str(err.value)
+    return graded_fail(grader, *args)
 
 
 @pytest.mark.parametrize(

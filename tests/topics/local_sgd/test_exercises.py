@@ -12,6 +12,7 @@ from accelerate.local_sgd import LocalSGD
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.solutions import solution
 from lab_utils.topics.local_sgd import exercises
+from tests.conftest import graded_fail
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
@@ -53,8 +54,7 @@ def test_outer_step_passes_nesterov(capsys):
 
 @pytest.mark.parametrize("wrong", [outer_no_momentum, outer_wrong_sign, outer_heavy_ball])
 def test_outer_step_fails_wrong_updates(wrong):
-    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*hint"):
-        exercises.check_outer_step(wrong)
+    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*hint")
 
 
 @pytest.mark.parametrize("attempt", [..., stub])
@@ -117,8 +117,7 @@ def test_local_sgd_reference_is_private():
     ],
 )
 def test_local_sgd_fails_wrong_loops(wrong, says):
-    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*{says}.*hint"):
-        exercises.check_local_sgd(wrong)
+    graded_fail(exercises.check_local_sgd, wrong, match=f"(?s){FAILED}.*{says}.*hint")
 
 
 @pytest.mark.parametrize("attempt", [..., stub])
@@ -147,8 +146,7 @@ def test_update_loop_passes_the_fix():
 
 
 def test_update_loop_fails_the_guides_loop():
-    with pytest.raises(AssertionError, match=f"(?s){FAILED}.*averagings in 8 updates.*hint"):
-        exercises.check_update_loop(guide_loop)
+    graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
 
 
 @pytest.mark.parametrize("attempt", [..., stub])

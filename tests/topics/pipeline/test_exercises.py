@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
 from lab_utils.topics.pipeline import exercises, stages
+from tests.conftest import graded_fail
 from tests.topics.pipeline.schedules import torch_step
 
 
@@ -136,34 +137,34 @@ def stub(*args):
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_catches_the_missing_1_over_m():
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*away from one large batch"):
-        exercises.check_fill_drain(forgets_1_over_m)
+    graded_fail(exercises.check_fill_drain, forgets_1_over_m, match=f"{FAILED} Exercise 1.*away from one large batch")
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_torchs_schedule():
     """torch's ScheduleGPipe gets the same gradients, order and bytes, but is not the student's loop."""
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*not by your loop"):
-        exercises.check_fill_drain(torch_step("GPipe"))
+    graded_fail(exercises.check_fill_drain, torch_step("GPipe"), match=f"{FAILED} Exercise 1.*not by your loop")
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_1f1b_order():
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*GPipe runs every forward, then every backward"):
-        exercises.check_fill_drain(one_f_one_b)
+    graded_fail(
+        exercises.check_fill_drain,
+        one_f_one_b,
+        match=f"{FAILED} Exercise 1.*GPipe runs every forward, then every backward",
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_a_middle_stage_that_does_not_send(monkeypatch):
     monkeypatch.setattr(exercises, "STALL_S", 2.0)  # the stuck stage gives up after 2 s of waiting
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 1.*still waiting") as err:
-        exercises.check_fill_drain(middle_keeps_it)
+    err = graded_fail(exercises.check_fill_drain, middle_keeps_it, match=f"{FAILED} Exercise 1.*still waiting")
     # the hang is named: the last stage waits for activations the middle stage never sends
-    assert "stage 2 is blocked in a receive from stage 1 (the activations of micro-batch 0)" in str(err.value)
-    assert "a middle stage must receive AND send" in str(err.value)
+    assert "stage 2 is blocked in a receive from stage 1 (the activations of micro-batch 0)" in err
+    assert "a middle stage must receive AND send" in err
 
 
 @pytest.mark.slow
@@ -174,13 +175,11 @@ def test_fill_drain_stub_on_ranks_is_not_attempted():
 
 @pytest.mark.parametrize("wrong", [bubble_only, gpipe_memory])
 def test_choose_m_catches_a_forgotten_limit(wrong):
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 2.*the smallest m meeting both"):
-        exercises.check_choose_m(wrong)
+    graded_fail(exercises.check_choose_m, wrong, match=f"{FAILED} Exercise 2.*the smallest m meeting both")
 
 
 def test_balance_catches_the_even_split():
-    with pytest.raises(AssertionError, match=f"{FAILED} Exercise 3.*the best split leaves"):
-        exercises.check_balance(even_split)
+    graded_fail(exercises.check_balance, even_split, match=f"{FAILED} Exercise 3.*the best split leaves")
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import torch.distributed as dist
 
 from lab_utils.checks import NOT_ATTEMPTED, PASSED
 from lab_utils.topics.setup import exercises
+from tests.conftest import graded_fail
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +57,7 @@ def stub(*_):
 )
 def test_grader_fails_the_wrong_answer(grade, right, wrong, message, no_orphans):
     # (the right answers pass in tests/test_exercises.py, which runs the lab's solutions)
-    with pytest.raises(AssertionError, match=f"✗ Exercise.*{message}.*\n  hint: reread"):
-        grade(wrong)
+    graded_fail(grade, wrong, match=f"✗ Exercise.*{message}.*\n  hint: reread")
 
 
 @pytest.mark.parametrize("grade", [exercises.check_mean, exercises.check_broadcast, exercises.check_gather])
