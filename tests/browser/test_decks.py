@@ -1,6 +1,7 @@
 """Every deck in slides/decks/ (found, not listed here), built by `make slides`, in real Chromium:
-each slide renders, each figure draws with plotly and answers the mouse, nothing logs an error and
-no request leaves the machine, from the file system and from a local web server."""
+each slide renders, each figure draws with plotly and answers the mouse, no figure's title is hidden
+under the slide heading or covered by its legend at 1280 x 720, nothing logs an error and no request
+leaves the machine, from the file system and from a local web server."""
 
 from __future__ import annotations
 
@@ -68,6 +69,40 @@ def figures_of(page, index: int) -> list[dict]:
     )
 
 
+def layout_problems(page, index: int) -> list[str]:
+    """What a person would see wrong on slide ``index`` as laid out now: a figure's title (or a
+    subplot title) hidden under the slide heading or cut off by the figure's box, and a legend
+    drawn over a subplot title or the figure's title."""
+    return page.evaluate(
+        """i => {
+          const sec = document.querySelector(`section[data-slide="${i}"]`);
+          const r = el => el.getBoundingClientRect();
+          const meet = (a, b) => Math.max(0, Math.min(a.right, b.right) - Math.max(a.left, b.left))
+                               * Math.max(0, Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top));
+          const heads = [...sec.querySelectorAll('h1, h2, h3')].map(r);
+          const out = [];
+          for (const slot of sec.querySelectorAll('.plotly-slot')) {
+            const box = r(slot);
+            const titles = [...slot.querySelectorAll('.gtitle, .annotation-text-g')]
+              .filter(t => t.textContent.trim()).map(t => [t.textContent.trim(), r(t)]);
+            for (const [text, t] of titles) {
+              if (heads.some(h => meet(h, t) > 4))
+                out.push(`${slot.dataset.name}: "${text}" is under the slide heading`);
+              if (t.top < box.top - 1 || t.bottom > box.bottom + 1 || t.left < box.left - 1 || t.right > box.right + 1)
+                out.push(`${slot.dataset.name}: "${text}" is cut off by the figure's box`);
+            }
+            for (const lg of slot.querySelectorAll('.legend')) {
+              const l = r(lg);
+              for (const [text, t] of titles)
+                if (meet(l, t) > 4) out.push(`${slot.dataset.name}: the legend covers "${text}"`);
+            }
+          }
+          return out;
+        }""",
+        index,
+    )
+
+
 def check_deck(page, log, name: str, shots: Path | None = None) -> dict:
     deck = DECKS[name]
     total = wait_ready(page)
@@ -91,6 +126,8 @@ def check_deck(page, log, name: str, shots: Path | None = None) -> dict:
                 f"{name} slide {i}: {f['name']} drew nothing: {f}"
             )
             assert f["w"] > 300 and f["h"] > 150, f"{name} slide {i}: figure {f['name']} is too small: {f}"
+        for problem in layout_problems(page, i):
+            raise AssertionError(f"{name} slide {i}: {problem}")
         seen_figures += [f["name"] for f in figs]
         if shots is not None and i < 3:
             page.screenshot(path=str(shots / f"{name}-slide{i}.png"))
