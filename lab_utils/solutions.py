@@ -41,6 +41,7 @@ __all__ = [
     "SOLUTIONS",
     "stub",
     "read_solutions",
+    "read_solutions_text",
     "exercise_cells",
     "sync",
     "drift",
@@ -114,7 +115,11 @@ def stub(source: str, where: str = "?") -> str:
 
 def read_solutions(path: Path) -> dict[str, Exercise]:
     """The exercises of one solutions file, by id, in file order."""
-    text = path.read_text(encoding="utf-8")
+    return read_solutions_text(path.read_text(encoding="utf-8"), path.name)
+
+
+def read_solutions_text(text: str, name: str) -> dict[str, Exercise]:
+    """The exercises of a solutions file's text (``name``: the file, for errors), by id, in order."""
     heads = list(CELL.finditer(text))
     found: dict[str, Exercise] = {}
     for i, head in enumerate(heads):
@@ -123,17 +128,17 @@ def read_solutions(path: Path) -> dict[str, Exercise]:
             continue
         body = text[head.end() + 1 : heads[i + 1].start() if i + 1 < len(heads) else len(text)].strip("\n")
         if m["id"] in found:
-            raise ValueError(f"{path.name}: exercise {m['id']!r} appears twice")
+            raise ValueError(f"{name}: exercise {m['id']!r} appears twice")
         found[m["id"]] = Exercise(m["id"], body)
     return found
 
 
-def solution(lab: str, exercise: str, names: dict) -> dict:
-    """Run one exercise's solution cell (``lab``: the notebook's stem) in a namespace holding
-    ``names`` (what the lab's setup cells import) and return that namespace: tests feed the
-    graders the instructor's answer itself instead of a copy of it. Functions defined there are
-    sent to ranks by value, like a notebook cell's."""
-    sols = read_solutions(solutions_file(LABS / f"{lab}.ipynb"))
+def solution(lab: str, exercise: str, names: dict, *, labs: Path | None = None) -> dict:
+    """Run one exercise's solution cell (``lab``: the notebook's stem, in ``labs``, by default the
+    repository's labs/) in a namespace holding ``names`` (what the lab's setup cells import) and
+    return that namespace: tests feed the graders the instructor's answer itself instead of a
+    copy of it. Functions defined there are sent to ranks by value, like a notebook cell's."""
+    sols = read_solutions(solutions_file((labs or LABS) / f"{lab}.ipynb"))
     if exercise not in sols:
         raise KeyError(f"{lab}: no exercise {exercise!r}; its exercises are {sorted(sols)}")
     namespace = {"__name__": f"solution_{exercise.replace('-', '_')}", **names}
