@@ -77,8 +77,9 @@ def layout_problems(page, index: int) -> list[str]:
         """i => {
           const sec = document.querySelector(`section[data-slide="${i}"]`);
           const r = el => el.getBoundingClientRect();
-          const meet = (a, b) => Math.max(0, Math.min(a.right, b.right) - Math.max(a.left, b.left))
-                               * Math.max(0, Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top));
+          // two boxes meet when they overlap by 3 px or more each way (touching edges do not count)
+          const meet = (a, b) => Math.min(Math.min(a.right, b.right) - Math.max(a.left, b.left),
+                                          Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top)) >= 3;
           const heads = [...sec.querySelectorAll('h1, h2, h3')].map(r);
           const out = [];
           for (const slot of sec.querySelectorAll('.plotly-slot')) {
@@ -86,7 +87,7 @@ def layout_problems(page, index: int) -> list[str]:
             const titles = [...slot.querySelectorAll('.gtitle, .annotation-text-g')]
               .filter(t => t.textContent.trim()).map(t => [t.textContent.trim(), r(t)]);
             for (const [text, t] of titles) {
-              if (heads.some(h => meet(h, t) > 4))
+              if (heads.some(h => meet(h, t)))
                 out.push(`${slot.dataset.name}: "${text}" is under the slide heading`);
               if (t.top < box.top - 1 || t.bottom > box.bottom + 1 || t.left < box.left - 1 || t.right > box.right + 1)
                 out.push(`${slot.dataset.name}: "${text}" is cut off by the figure's box`);
@@ -94,7 +95,7 @@ def layout_problems(page, index: int) -> list[str]:
             for (const lg of slot.querySelectorAll('.legend')) {
               const l = r(lg);
               for (const [text, t] of titles)
-                if (meet(l, t) > 4) out.push(`${slot.dataset.name}: the legend covers "${text}"`);
+                if (meet(l, t)) out.push(`${slot.dataset.name}: the legend covers "${text}"`);
             }
           }
           return out;
