@@ -58,10 +58,6 @@ class DistInfo:
     backend: str
     device: Any  # torch.device
 
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
 
 def dist_info() -> DistInfo:
     """Rank, world size, local rank, backend and this rank's device, read from the process group

@@ -10,14 +10,10 @@ bert = models.bert_classifier(n_layer=2, hidden=64)      # transformers BertForS
 
 from __future__ import annotations
 
-import random
-
-import numpy as np
 import torch
 from torch import nn
 
 __all__ = [
-    "seed_everything",
     "mlp",
     "MLPBlock",
     "TransformerBlock",
@@ -27,13 +23,6 @@ __all__ = [
     "bert_classifier",
     "count_parameters",
 ]
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python, NumPy and torch (CPU and CUDA) so two runs build the same weights and data."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 class MLPBlock(nn.Module):

@@ -21,7 +21,7 @@ from lab_utils.launch import launch
 
 __all__ = ["check_mean", "check_broadcast", "check_gather"]
 
-WORLDS = (3,)  # three ranks: a hard-coded 1/2 or a two-rank shortcut fails
+WORLD = 3  # three ranks: a hard-coded 1/2 or a two-rank shortcut fails
 
 
 def _values(world: int) -> list[torch.Tensor]:
@@ -40,17 +40,16 @@ def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor], world_values: list[lis
     hint="reread 'Real ranks from a notebook cell': all_reduce sums in place; DDP averages gradients the same way",
 )
 def check_mean(mean_across_ranks: Callable[[torch.Tensor], torch.Tensor]) -> str:
-    for world in WORLDS:
-        values = _values(world)
-        expected = torch.stack(values).mean(0)
-        got = launch(_run_mean, world, args=(mean_across_ranks, [v.tolist() for v in values]), timeout=60)
-        for rank, out in enumerate(got):
-            assert isinstance(out, list) and len(out) == 3, f"{world} ranks: rank {rank} returned {out!r}, not a tensor"
-            assert torch.allclose(torch.tensor(out), expected, atol=1e-6), (
-                f"{world} ranks: rank {rank} returned {[round(v, 3) for v in out]}, "
-                f"the mean is {[round(v, 3) for v in expected.tolist()]}"
-            )
-    return f"every rank holds the mean on {WORLDS[-1]} ranks"
+    values = _values(WORLD)
+    expected = torch.stack(values).mean(0)
+    got = launch(_run_mean, WORLD, args=(mean_across_ranks, [v.tolist() for v in values]), timeout=60)
+    for rank, out in enumerate(got):
+        assert isinstance(out, list) and len(out) == 3, f"{WORLD} ranks: rank {rank} returned {out!r}, not a tensor"
+        assert torch.allclose(torch.tensor(out), expected, atol=1e-6), (
+            f"{WORLD} ranks: rank {rank} returned {[round(v, 3) for v in out]}, "
+            f"the mean is {[round(v, 3) for v in expected.tolist()]}"
+        )
+    return f"every rank holds the mean on {WORLD} ranks"
 
 
 def _run_broadcast(fn: Callable[[int], int]) -> int:
@@ -63,9 +62,8 @@ def _run_broadcast(fn: Callable[[int], int]) -> int:
     "cell': a collective is called by every rank; dist.broadcast(t, src=0) overwrites t on the others",
 )
 def check_broadcast(agree_on_seed: Callable[[int], int]) -> str:
-    for world in WORLDS:
-        got = list(launch(_run_broadcast, world, args=(agree_on_seed,), timeout=60))
-        assert got == [1000] * world, f"{world} ranks returned {got}; each should hold rank 0's seed 1000"
+    got = list(launch(_run_broadcast, WORLD, args=(agree_on_seed,), timeout=60))
+    assert got == [1000] * WORLD, f"{WORLD} ranks returned {got}; each should hold rank 0's seed 1000"
     return "every rank uses rank 0's seed"
 
 
@@ -79,12 +77,11 @@ def _run_gather(fn: Callable[[dict], list]) -> list:
     "notebook cell': dist.all_gather_object fills a list of world_size entries on every rank",
 )
 def check_gather(who_is_there: Callable[[dict], list]) -> str:
-    for world in WORLDS:
-        got = launch(_run_gather, world, args=(who_is_there,), timeout=60)
-        for rank, out in enumerate(got):
-            assert isinstance(out, list), f"{world} ranks: rank {rank} returned {type(out).__name__}, not a list"
-            ranks = [item.get("rank") if isinstance(item, dict) else item for item in out]
-            assert ranks == list(range(world)), f"{world} ranks: rank {rank} sees ranks {ranks}, not 0..{world - 1}"
-            pids = {item.get("pid") for item in out if isinstance(item, dict)}
-            assert len(pids) == world, f"{world} ranks: rank {rank} sees {len(pids)} distinct processes, not {world}"
+    got = launch(_run_gather, WORLD, args=(who_is_there,), timeout=60)
+    for rank, out in enumerate(got):
+        assert isinstance(out, list), f"{WORLD} ranks: rank {rank} returned {type(out).__name__}, not a list"
+        ranks = [item.get("rank") if isinstance(item, dict) else item for item in out]
+        assert ranks == list(range(WORLD)), f"{WORLD} ranks: rank {rank} sees ranks {ranks}, not 0..{WORLD - 1}"
+        pids = {item.get("pid") for item in out if isinstance(item, dict)}
+        assert len(pids) == WORLD, f"{WORLD} ranks: rank {rank} sees {len(pids)} distinct processes, not {WORLD}"
     return "each rank sees all ranks, in rank order, in distinct processes"
