@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-__all__ = ["lab_size", "pick", "device", "versions", "dist_info", "DistInfo", "SIZES"]
+__all__ = ["lab_size", "pick", "device", "versions", "dist_info", "DistInfo", "SIZES", "threads_per_rank"]
 
 SIZES = ("student", "smoke")
 T = TypeVar("T")
@@ -69,3 +69,9 @@ def dist_info() -> DistInfo:
         rank, world, local, backend = 0, 1, 0, "none"
     dev = torch.device(f"cuda:{local}") if backend == "nccl" else torch.device("cpu")
     return DistInfo(rank, world, local, backend, dev)
+
+
+def threads_per_rank(ranks_here: int) -> int:
+    """Torch threads for each of ``ranks_here`` ranks on this machine: the cores shared out, at
+    least one (more threads than cores make OpenMP spin-wait). ``launch`` and ``run`` both use it."""
+    return max(1, (os.cpu_count() or 1) // max(ranks_here, 1))

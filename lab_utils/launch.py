@@ -47,7 +47,7 @@ import torch
 
 from lab_utils import warm_start
 from lab_utils._worker import result_path
-from lab_utils.env import DistInfo, dist_info  # re-exported: ranks ask launch where they are
+from lab_utils.env import DistInfo, dist_info, threads_per_rank  # DistInfo, dist_info re-exported
 from lab_utils.errors import LaunchError, LaunchTimeout, RankDiedError, RankError  # re-exported
 
 __all__ = [
@@ -178,7 +178,7 @@ def launch(
     payload = _check_args(fn, world_size, args, kwargs, timeout)
     chosen = resolve_backend(backend, world_size)
     port = free_port()
-    threads = max(1, (os.cpu_count() or 1) // world_size)
+    threads = threads_per_rank(world_size)
     workdir = tempfile.mkdtemp(prefix="lab_utils_launch_")
     with open(os.path.join(workdir, "payload.pkl"), "wb") as f:
         f.write(payload)

@@ -35,6 +35,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
+from lab_utils.env import threads_per_rank
 from lab_utils.launch import resolve_backend
 
 __all__ = ["load_function", "save_function", "main"]
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     backend = resolve_backend(a.backend, local_world)  # the rule launch() follows, per machine
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(local_world, 1)))
+    torch.set_num_threads(threads_per_rank(local_world))
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=a.timeout))
     try:
         result = fn(**kwargs)
