@@ -68,9 +68,7 @@ def allocation_timeline(loss_fn: Callable[[], torch.Tensor], device: torch.devic
     marks = [e.start_ns() for e in events if e.name() == _MARK]
     if not marks:
         raise RuntimeError("allocation_timeline: the profiler recorded no backward mark; is the profiler disabled?")
-    mem = sorted(
-        (e for e in events if e.name() == "[memory]" and e.device_type() == kind), key=lambda e: e.start_ns()
-    )
+    mem = sorted((e for e in events if e.name() == "[memory]" and e.device_type() == kind), key=lambda e: e.start_ns())
     live, total, backward_at = [], 0, None
     for e in mem:
         if backward_at is None and e.start_ns() >= marks[0]:
