@@ -15,10 +15,11 @@ in backward (recompute = sum of its ``cost``).
 The peak is position-aware, as the allocator sees it: backward walks the segments from the last
 to the first and frees what each one kept once it is done, so when checkpointed segment j is
 rebuilt, only what the segments before it keep is still alive, plus its own rebuilt activations
-(which include its input, already kept). Hence
+(which include its input, already kept) and the gradient arriving at its output, ``out(j)``
+bytes (the next block's input size). Hence
 
     kept      = sum(act over stored blocks) + sum(inp[start] over checkpointed segments)
-    alive(j)  = kept by the segments before j + sum(act over segment j)
+    alive(j)  = kept by the segments before j + sum(act over segment j) + out(j)
     peak      = max(kept + in_flight, max over checkpointed j of alive(j))
     recompute = sum(cost over checkpointed blocks)
 
@@ -27,10 +28,9 @@ same bytes (what ``checkpoint_sequential`` exploits by leaving its last chunk st
 is what ``lab_utils.memory.SavedTensorMeter`` measures after the forward. ``in_flight`` (0 by
 default) is what the backward holds on top of everything kept when it starts: the chain's output
 and the first gradients; measure it once, from a step without checkpointing (its allocator peak
-less its kept bytes). The model still leaves out the gradient that reaches a segment while it is
-rebuilt (one activation) and the allocator's temporaries. With N uniform blocks
+less its kept bytes). The model still leaves out the allocator's temporaries. With N uniform blocks
 that save only their input (act = inp = 1) and k equal checkpointed segments, peak = (k - 1) +
-N/k, least near k = sqrt(N): the sqrt(N) rule of Chen et al. (2016), for one extra forward pass.
+N/k + 1, least near k = sqrt(N): the sqrt(N) rule of Chen et al. (2016), for one extra forward pass.
 """
 
 from __future__ import annotations
@@ -88,11 +88,17 @@ def evaluate(
     for s, e, m in segments:
         if m == "store":
             kept += sum(act[s:e])
-        else:
-            peak = max(peak, kept + sum(act[s:e]))  # rebuilt while only the segments before it keep
+        else:  # rebuilt while only the segments before it keep, as its output's gradient arrives
+            peak = max(peak, kept + sum(act[s:e]) + _out(inp, e))
             kept += inp[s]
             rec += sum(cost[s:e])
     return Plan(tuple(segments), kept, max(peak, kept + in_flight), rec)
+
+
+def _out(inp: Sequence[float], e: int) -> float:
+    """Bytes of the gradient that reaches a segment ending at block e: the size of its output (the
+    next block's input; the last block's output is taken to be the size of its input)."""
+    return inp[e] if e < len(inp) else inp[-1]
 
 
 def _prefix(values: Sequence[float]) -> list[float]:
@@ -122,7 +128,7 @@ def _states(
         for j in range(i):  # blocks j..i-1 one checkpointed segment
             seg_act, seg_cost = pa[i] - pa[j], pc[i] - pc[j]
             for k, pk, r, segs in states[j]:
-                alive = k + seg_act
+                alive = k + seg_act + _out(inp, i)
                 if alive <= budget and k + inp[j] <= kept_cap:
                     cands.append((k + inp[j], max(pk, alive), r + seg_cost, segs + ((j, i, "full"),)))
         states.append(_pareto(cands))

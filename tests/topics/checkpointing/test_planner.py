@@ -31,8 +31,9 @@ def brute(act, inp, cost, budget):
 def test_evaluate_by_hand():
     act, inp, cost = [4, 4, 4, 4], [1, 1, 1, 1], [10, 10, 10, 10]
     p = evaluate([(0, 2, "full"), (2, 3, "store"), (3, 4, "full")], act, inp, cost)
-    # segment (0, 2) is rebuilt with nothing before it (8); (3, 4) with the 1 + 4 before it (9)
-    assert (p.kept, p.peak, p.recompute) == (1 + 4 + 1, 5 + 4, 30)
+    # segment (0, 2) is rebuilt with nothing before it (8, + its output's gradient 1); (3, 4) with
+    # the 1 + 4 before it (4 + 1)
+    assert (p.kept, p.peak, p.recompute) == (1 + 4 + 1, 5 + 4 + 1, 30)
     assert p.checkpointed_blocks == [0, 1, 3]
     with pytest.raises(ValueError, match="tile"):
         evaluate([(0, 2, "full"), (3, 4, "full")], act, inp, cost)
@@ -96,24 +97,26 @@ def test_planner_equals_brute_force_at_ten_blocks():
 
 @pytest.mark.parametrize("n", [16, 36, 64])
 def test_sqrt_rule_on_uniform_chains(n):
-    # blocks that save only their input: k equal segments peak at (k - 1) + n/k, 2 sqrt(n) - 1 at
-    # k = sqrt(n); position-aware, segments that shrink toward the end go lower still
+    # blocks that save only their input: k equal segments peak at (k - 1) + n/k + 1 (the gradient
+    # reaching the segment), 2 sqrt(n) at k = sqrt(n); segments that shrink toward the end go lower
     act, inp, cost = [1.0] * n, [1.0] * n, [1.0] * n
     sqrt_peak = evaluate(segments_sqrt(n), act, inp, cost).peak
-    assert sqrt_peak == 2 * math.isqrt(n) - 1
+    assert sqrt_peak == 2 * math.isqrt(n)
     lo = min_peak(act, inp)
-    assert math.sqrt(2 * n) - 1 <= lo < sqrt_peak
+    assert math.sqrt(2 * n) <= lo < sqrt_peak
     plan = plan_for_budget(act, inp, cost, lo)
     sizes = [e - s for s, e, _ in plan.segments]
     assert sizes == sorted(sizes, reverse=True) and plan.segments[-1][2] == "store"
 
 
-def test_a_stored_last_segment_costs_no_peak():
+def test_a_stored_last_segment_peaks_no_higher():
     # what checkpoint_sequential does: its last chunk stored peaks no higher than checkpointing it
     act, inp, cost = [2.0] * 16, [1.0] * 16, [1.0] * 16
     ckpt_all = evaluate([(s, s + 4, "full") for s in range(0, 16, 4)], act, inp, cost)
     last_stored = evaluate([(0, 4, "full"), (4, 8, "full"), (8, 12, "full"), (12, 16, "store")], act, inp, cost)
-    assert last_stored.peak == ckpt_all.peak == 3 + 8 and last_stored.recompute < ckpt_all.recompute
+    # all checkpointed: the last segment rebuilt on top of 3 inputs (3 + 8 + 1); last stored: the
+    # forward ends with 3 inputs + 8 kept, and the third segment is rebuilt on 2 inputs (2 + 8 + 1)
+    assert (ckpt_all.peak, last_stored.peak) == (12, 11) and last_stored.recompute < ckpt_all.recompute
 
 
 def test_budget_below_minimum_names_it():
