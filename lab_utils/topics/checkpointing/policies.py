@@ -169,6 +169,7 @@ class _OpWatch(TorchDispatchMode):
             f = int(fc.get_total_flops())
             self.rows.append(
                 dict(
+                    index=len(self.rows),
                     op=str(func),
                     key=op_key(func, args),
                     out_shape=tuple(new[0].shape),
@@ -184,7 +185,8 @@ class _OpWatch(TorchDispatchMode):
 
 def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
     """Run ``region(x)`` once, plainly, and list every op call that allocates its output (views
-    skipped), most bytes first: op, key (``op_key``, what a policy sees), out_shape (its first
+    skipped), most bytes first: index (its place in the forward's order), op, key (``op_key``,
+    what a policy sees), out_shape (its first
     output's), out_bytes, flops (as ``FlopCounterMode`` counts them), flops_per_byte, and
     saved_for_backward (whether some op's backward keeps that output, the tensors autograd saves:
     caching any other output holds it for nothing). Products with a weight score high in FLOPs
