@@ -59,7 +59,17 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
     must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point)."""
     model, micro = _regression(n_micro=3)  # 3: not a power of two, so a wrong divisor shows
     params = list(model.parameters())
-    got = list(tf_style_accumulate(model, micro, _mse_mean))
+    rows: list[int] = []
+    hook = model.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[0]))
+    try:
+        got = list(tf_style_accumulate(model, micro, _mse_mean))
+    finally:
+        hook.remove()
+    sizes = [len(b[0]) for b in micro]
+    assert rows == sizes, (
+        f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
+        f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
+    )
     assert all(p.grad is None for p in params), (
         "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
         "and add them into your own buffers, as accum_vars does"
@@ -169,7 +179,9 @@ class Stream:
 @grader(
     "Exercise 3 · token losses from a stream",
     hint="reread section 2.2 (what one large batch divides by) and 2.4 (the last window): "
-    "the gradient is linear, so a sum can be divided after the backward",
+    "the gradient is linear, so a sum can be divided after the backward. The check compares in float64 to "
+    "1e-12: transformers' num_items_in_batch path computes its loss in float32 and is rejected; sum the token "
+    "losses with accumulation.lm_token_loss_sum instead",
 )
 def check_token_stream(token_accumulate: Callable) -> str:
     """``token_accumulate(model, optimizer, stream, K)`` trains on a stream of token micro-batches

@@ -1,9 +1,9 @@
 """Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
 
     from lab_utils.topics.checkpointing import exercises
-    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 1 (predict, then measure)
-    exercises.check_every_k(forward_every_k)                     # Exercise 2
-    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 3
+    exercises.check_every_k(forward_every_k)                     # Exercise 1
+    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 2
+    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 3 (predict, then measure)
     exercises.check_policy(budget_policy)                        # Exercise 4
 
 Each prints ○ (not attempted), ✓ (measured and right) or ✗ with what was measured and a hint,
@@ -48,7 +48,7 @@ def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) ->
 
 
 def _every_k(model: nn.Sequential, x: torch.Tensor, k: int) -> torch.Tensor:
-    """The grader's reference for Exercise 2."""
+    """The grader's reference for Exercise 1."""
     return _run_plan(model, x, [(s, min(s + k, len(model)), "full") for s in range(0, len(model), k)])
 
 
@@ -121,8 +121,9 @@ def _same_grads(got: list, ref: list, what: str) -> None:
 
 
 @grader(
-    "Exercise 1 · predict the bytes kept",
-    hint="reread section 2: a stored block keeps its input and its Linear output; a checkpointed segment "
+    "Exercise 3 · predict the bytes kept",
+    hint="reread section 2 (the MLP table): a stored block keeps its input and its Linear output; a "
+    "checkpointed segment "
     "keeps only its input; the batch itself is not counted (it lives anyway)",
 )
 def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks: int, width: int, rows: int) -> str:
@@ -145,9 +146,9 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
 
 
 @grader(
-    "Exercise 2 · checkpoint every k blocks",
-    hint="reread section 1 (how ABC.forward checkpoints its region) and section 4 (what the reentrant "
-    "variant does with an input that needs no gradient)",
+    "Exercise 1 · checkpoint every k blocks",
+    hint="reread section 1 (how ABC.forward checkpoints its region, use_reentrant=False): the batch needs no "
+    "gradient, and the reentrant variant then gives the weights none",
 )
 def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], torch.Tensor]) -> str:
     n, width, rows = 7, 32, 8
@@ -182,7 +183,7 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
 
 
 @grader(
-    "Exercise 3 · checkpoint with saved-tensor hooks",
+    "Exercise 2 · checkpoint with saved-tensor hooks",
     hint="reread 'Saved-tensor hooks, in order': pack returns an index and keeps nothing; the first unpack runs "
     "fn(x) again under torch.enable_grad() and hooks of its own that collect the tensors, in the same order; "
     "unpack returns the one at its index",
