@@ -1,10 +1,10 @@
 """Lab 2's exercise graders: each runs the student's code and compares it with one large batch.
 
     from lab_utils.topics.accumulation import exercises
-    exercises.check_tf_port(tf_style_accumulate)        # Exercise 1: seed 004's accum_vars, ported
-    exercises.check_clipping(accumulate_with_clipping)  # Exercise 2: clip once per window, with a scaler
-    exercises.check_token_stream(token_accumulate)      # Exercise 3: token losses from a stream
-    exercises.check_norms(exact_layers)                 # Exercise 4: which layers accumulate exactly
+    exercises.check_norms(exact_layers)                 # Exercise 1: which layers accumulate exactly
+    exercises.check_token_stream(token_accumulate)      # Exercise 2: token losses from a stream
+    exercises.check_clipping(accumulate_with_clipping)  # Exercise 3: clip once per window, with a scaler
+    exercises.check_tf_port(tf_style_accumulate)        # Exercise 4: TensorFlow's accum_vars, ported
 
 Every grader builds its own model and data in float64, where "equal" means equal to rounding
 (1e-12), and computes its own large-batch reference (``reference.py``); it needs nothing else
@@ -51,7 +51,7 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 
 
 @grader(
-    "Exercise 1 · seed 004's accum_vars, ported to PyTorch",
+    "Exercise 4 · TensorFlow's accum_vars recipe, ported to PyTorch",
     hint="reread section 1: what does one large batch's gradient average over, and what do your buffers add up?",
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
@@ -111,7 +111,7 @@ class CountingScaler(torch.amp.GradScaler):
 
 
 @grader(
-    "Exercise 2 · clip once per window, with a gradient scaler",
+    "Exercise 3 · clip once per window, with a gradient scaler",
     hint="reread section 2.6: which gradient does one large batch clip, and what does the scaler hold in .grad?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
@@ -177,8 +177,8 @@ class Stream:
 
 
 @grader(
-    "Exercise 3 · token losses from a stream",
-    hint="reread section 2.2 (what one large batch divides by) and 2.4 (the last window): "
+    "Exercise 2 · token losses from a stream",
+    hint="reread section 2.3 (what one large batch divides by) and 2.4 (the last window): "
     "the gradient is linear, so a sum can be divided after the backward. The check compares in float64 to "
     "1e-12: transformers' num_items_in_batch path computes its loss in float32 and is rejected; sum the token "
     "losses with accumulation.lm_token_loss_sum instead",
@@ -256,8 +256,8 @@ def _accumulates_exactly(make: Callable[[], tuple[nn.Module, bool]]) -> bool:
 
 
 @grader(
-    "Exercise 4 · which layers accumulate exactly",
-    hint="reread section 2.3: does one sample's output depend on the other samples of its batch, in this mode?",
+    "Exercise 1 · which layers accumulate exactly",
+    hint="reread section 2.2: does one sample's output depend on the other samples of its batch, in this mode?",
 )
 def check_norms(exact_layers: Iterable[str]) -> str:
     """``exact_layers``: the names in ``LAYERS`` whose models, trained with accumulation, equal one large batch."""
