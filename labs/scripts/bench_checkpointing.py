@@ -8,7 +8,7 @@ Part 1, a 64-block uniform MLP chain: bytes kept for backward (saved-tensor hook
 budget. Claim checked: sqrt(N) keeps at most 2*sqrt(N)/N of the bytes (25% at N = 64) for at
 most one extra forward pass of FLOPs.
 
-Part 2, a table in the style of the seed post (baseline vs checkpointing on the tiny
+Part 2, a table in the style of the Hugging Face guide (baseline vs checkpointing on the tiny
 transformer: a GPT-2 from a config, ``activation_checkpointing_enable``): time for the run,
 samples/s, bytes saved for backward and peak memory (CUDA ``max_memory_allocated``, or the
 CPU profiler's allocation events). Exits non-zero if a claim fails.

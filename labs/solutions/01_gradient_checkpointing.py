@@ -4,17 +4,6 @@
 # same cell with the marked region stubbed out (`python -m lab_utils.solutions sync`). Names such
 # as `torch`, `checkpoint` and `CheckpointPolicy` come from the lab's setup cell.
 
-# %% exercise="ckpt-predict"
-# An MLP chain of 10 blocks, each Linear(128, 128) -> GELU, on a batch of 64 rows (float32),
-# run with this plan: (start, stop, mode) segments, "full" = checkpointed, "store" = run as usual.
-CHAIN = dict(n_blocks=10, width=128, rows=64)
-PLAN = [(0, 4, "full"), (4, 6, "store"), (6, 7, "full"), (7, 8, "full"), (8, 10, "full")]
-# How many bytes does the forward keep for backward (the batch itself not counted)?
-### BEGIN SOLUTION
-predicted_bytes = (2 * 2 + 3) * 64 * 128 * 4  # blocks 4, 5: input + Linear output; 3 segment inputs
-### END SOLUTION
-
-
 # %% exercise="ckpt-every-k"
 def forward_every_k(blocks, x, k):
     """Run the nn.Sequential `blocks` on x, each group of k consecutive blocks checkpointed."""
@@ -53,16 +42,27 @@ def checkpoint_by_hooks(fn, x):
     ### END SOLUTION
 
 
+# %% exercise="ckpt-predict"
+# An MLP chain of 10 blocks, each Linear(128, 128) -> GELU, on a batch of 64 rows (float32),
+# run with this plan: (start, stop, mode) segments, "full" = checkpointed, "store" = run as usual.
+CHAIN = dict(n_blocks=10, width=128, rows=64)
+PLAN = [(0, 4, "full"), (4, 6, "store"), (6, 7, "full"), (7, 8, "full"), (8, 10, "full")]
+# How many bytes does the forward keep for backward (the batch itself not counted)?
+### BEGIN SOLUTION
+predicted_bytes = (2 * 2 + 3) * 64 * 128 * 4  # blocks 4, 5: input + Linear output; 3 segment inputs
+### END SOLUTION
+
+
 # %% exercise="ckpt-policy"
 def budget_policy(census, budget):
     """A policy for one transformer block that keeps at most `budget` bytes of op outputs: those with
     the most FLOPs per byte (from the census rows of policies.op_census); everything else is recomputed."""
     ### BEGIN SOLUTION
+    products = [r for r in census if r["flops"] > 0]  # pointwise ops: nothing to spare by caching them
+    last = max(r["index"] for r in products)  # fc_out: early stop ends the replay before it
     keep, used = set(), 0
-    for r in sorted(census, key=lambda r: -r["flops_per_byte"]):
-        if r["flops"] == 0:  # pointwise: nothing to save by caching it
-            break
-        if used + r["out_bytes"] <= budget:
+    for r in sorted(products, key=lambda r: -r["flops_per_byte"]):
+        if r["index"] != last and used + r["out_bytes"] <= budget:  # a row that does not fit: skip it, go on
             keep.add(r["key"])
             used += r["out_bytes"]
 

@@ -43,11 +43,13 @@ def lm_by_length(
     max_len: int = 64,
     short_len: int = 8,
     seed: int = 0,
+    sort: bool = True,
 ) -> list[dict[str, torch.Tensor]]:
     """``n_windows * k`` causal-LM micro-batches of ``per_micro`` sequences, all right-padded to
     ``max_len`` (``input_ids``, ``attention_mask``, ``labels`` = -100 on padding; token 0 is the
     padding). Lengths are log-uniform in [min_len, max_len]; each window's ``k * per_micro``
-    sequences are sorted by length, so its first micro-batch holds the shortest."""
+    sequences are sorted by length, so its first micro-batch holds the shortest (an engineered worst
+    case); with ``sort=False`` they stay in random order, as from a loader without length grouping."""
     if not 2 <= min_len <= max_len or min(n_windows, k, per_micro) < 1 or vocab_size < 3:
         raise ValueError(
             f"lm_by_length(n_windows={n_windows}, k={k}, per_micro={per_micro}, min_len={min_len}, "
@@ -59,7 +61,8 @@ def lm_by_length(
     for _ in range(n_windows):
         u = torch.rand(k * per_micro, generator=g)
         lengths = torch.exp(math.log(min_len) + u * (math.log(max_len + 1) - math.log(min_len))).long()
-        lengths = lengths.clamp(min_len, max_len).sort().values.tolist()
+        lengths = lengths.clamp(min_len, max_len)
+        lengths = (lengths.sort().values if sort else lengths).tolist()
         for j in range(k):
             ids = torch.zeros(per_micro, max_len, dtype=torch.long)
             for i, length in enumerate(lengths[j * per_micro : (j + 1) * per_micro]):

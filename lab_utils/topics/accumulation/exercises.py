@@ -1,10 +1,10 @@
 """Lab 2's exercise graders: each runs the student's code and compares it with one large batch.
 
     from lab_utils.topics.accumulation import exercises
-    exercises.check_tf_port(tf_style_accumulate)        # Exercise 1: seed 004's accum_vars, ported
-    exercises.check_clipping(accumulate_with_clipping)  # Exercise 2: clip once per window, with a scaler
-    exercises.check_token_stream(token_accumulate)      # Exercise 3: token losses from a stream
-    exercises.check_norms(exact_layers)                 # Exercise 4: which layers accumulate exactly
+    exercises.check_norms(exact_layers)                 # Exercise 1: which layers accumulate exactly
+    exercises.check_token_stream(token_accumulate)      # Exercise 2: token losses from a stream
+    exercises.check_clipping(accumulate_with_clipping)  # Exercise 3: clip once per window, with a scaler
+    exercises.check_tf_port(tf_style_accumulate)        # Exercise 4: TensorFlow's accum_vars, ported
 
 Every grader builds its own model and data in float64, where "equal" means equal to rounding
 (1e-12), and computes its own large-batch reference (``reference.py``); it needs nothing else
@@ -51,7 +51,7 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 
 
 @grader(
-    "Exercise 1 · seed 004's accum_vars, ported to PyTorch",
+    "Exercise 4 · TensorFlow's accum_vars recipe, ported to PyTorch",
     hint="reread section 1: what does one large batch's gradient average over, and what do your buffers add up?",
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
@@ -59,7 +59,17 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
     must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point)."""
     model, micro = _regression(n_micro=3)  # 3: not a power of two, so a wrong divisor shows
     params = list(model.parameters())
-    got = list(tf_style_accumulate(model, micro, _mse_mean))
+    rows: list[int] = []
+    hook = model.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[0]))
+    try:
+        got = list(tf_style_accumulate(model, micro, _mse_mean))
+    finally:
+        hook.remove()
+    sizes = [len(b[0]) for b in micro]
+    assert rows == sizes, (
+        f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
+        f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
+    )
     assert all(p.grad is None for p in params), (
         "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
         "and add them into your own buffers, as accum_vars does"
@@ -101,7 +111,7 @@ class CountingScaler(torch.amp.GradScaler):
 
 
 @grader(
-    "Exercise 2 · clip once per window, with a gradient scaler",
+    "Exercise 3 · clip once per window, with a gradient scaler",
     hint="reread section 2.6: which gradient does one large batch clip, and what does the scaler hold in .grad?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
@@ -167,9 +177,11 @@ class Stream:
 
 
 @grader(
-    "Exercise 3 · token losses from a stream",
-    hint="reread section 2.2 (what one large batch divides by) and 2.4 (the last window): "
-    "the gradient is linear, so a sum can be divided after the backward",
+    "Exercise 2 · token losses from a stream",
+    hint="reread section 2.3 (what one large batch divides by) and 2.4 (the last window): "
+    "the gradient is linear, so a sum can be divided after the backward. The check compares in float64 to "
+    "1e-12: transformers' num_items_in_batch path computes its loss in float32 and is rejected; sum the token "
+    "losses with accumulation.lm_token_loss_sum instead",
 )
 def check_token_stream(token_accumulate: Callable) -> str:
     """``token_accumulate(model, optimizer, stream, K)`` trains on a stream of token micro-batches
@@ -244,8 +256,8 @@ def _accumulates_exactly(make: Callable[[], tuple[nn.Module, bool]]) -> bool:
 
 
 @grader(
-    "Exercise 4 · which layers accumulate exactly",
-    hint="reread section 2.3: does one sample's output depend on the other samples of its batch, in this mode?",
+    "Exercise 1 · which layers accumulate exactly",
+    hint="reread section 2.2: does one sample's output depend on the other samples of its batch, in this mode?",
 )
 def check_norms(exact_layers: Iterable[str]) -> str:
     """``exact_layers``: the names in ``LAYERS`` whose models, trained with accumulation, equal one large batch."""

@@ -10,15 +10,18 @@
 Modules, one concept each:
 
 - ``schedules``: segment schedules of a chain, as data (sqrt(N), checkpoint_sequential's);
-- ``planner``: the cost model and the dynamic program (``plan_for_budget``, ``optimal_front``);
-- ``policies``: selective-checkpointing policies and ``counted``, which lets the memory meter see
-  what a policy caches;
+- ``planner``: the position-aware cost model and the dynamic program (``plan_for_budget``,
+  ``optimal_front``);
+- ``timeline``: allocated bytes through one step, from the allocator's own events;
+- ``policies``: selective-checkpointing policies, ``counted`` (which lets the memory meter see
+  what a policy caches) and ``op_census`` (each op's output, FLOPs, and whether backward saves it);
 - ``measure``: ``profile_blocks``, ``compare_strategies`` (measures forward functions it is
   given), ``results_table``, ``AliveActivations``;
 - ``anatomy``: the memory calculator: weights, gradients, optimizer state, activations and
   temporaries of a step, predicted from a GPT-2 or BERT config; the published 2022 table;
 - ``step_memory``: the same parts measured on a real step (``measure_anatomy``);
-- ``figures``: the computation graph, the memory/recompute trade-off, the plan strip;
+- ``figures``: the computation graph, the memory/recompute trade-off, the plan strip, the
+  memory timeline;
 - ``exercises``: the graders of the lab's exercises.
 
 The checkpointed block, the chain's forward functions (one per strategy) and the policy the lab
@@ -34,6 +37,7 @@ from lab_utils.topics.checkpointing import (
     policies,
     schedules,
     step_memory,
+    timeline,
 )
 
-__all__ = ["anatomy", "exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory"]
+__all__ = ["anatomy", "exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory", "timeline"]

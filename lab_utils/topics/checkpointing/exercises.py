@@ -1,37 +1,41 @@
 """Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
 
     from lab_utils.topics.checkpointing import exercises
-    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 1 (predict, then measure)
-    exercises.check_every_k(forward_every_k)                     # Exercise 2
-    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 3
+    exercises.check_every_k(forward_every_k)                     # Exercise 1
+    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 2
+    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 3 (predict, then measure)
     exercises.check_policy(budget_policy)                        # Exercise 4
 
-Each prints ○ (not attempted), ✓ (measured and right) or raises ✗ with a hint (see
-``lab_utils.checks.grader``). The references are computed here, on the grader's own model, by
+Each prints ○ (not attempted), ✓ (measured and right) or ✗ with what was measured and a hint,
+and returns that mark (see ``lab_utils.checks.grader``); torch's CheckpointError from the
+student's code is a ✗ that says what it means. The references are computed here, on the grader's own model, by
 private runners (the lab's cells write their own; nothing here is exported to run a chain).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from unittest import mock
 
 import torch
+import torch.utils.checkpoint as torch_checkpoint
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import CheckpointError, CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 from lab_utils.checks import grader
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
-from lab_utils.recompute import CallCounter, measure_recompute
+from lab_utils.recompute import CallCounter, count_flops, measure_recompute
 from lab_utils.topics.checkpointing.measure import AliveActivations
-from lab_utils.topics.checkpointing.policies import Policy, counted, op_census
+from lab_utils.topics.checkpointing.policies import Policy, counted, op_census, op_key
 from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
 __all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
 
-POLICY_TARGETS = dict(seqs=(16, 64), budget=2 / 3)  # Exercise 4: sequence lengths; budget / linear outputs' bytes
+POLICY_TARGETS = dict(seqs=(16, 64), budget=1 / 2)  # Exercise 4: sequence lengths; budget / linear outputs' bytes
 
 
 def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) -> torch.Tensor:
@@ -44,7 +48,7 @@ def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) ->
 
 
 def _every_k(model: nn.Sequential, x: torch.Tensor, k: int) -> torch.Tensor:
-    """The grader's reference for Exercise 2."""
+    """The grader's reference for Exercise 1."""
     return _run_plan(model, x, [(s, min(s + k, len(model)), "full") for s in range(0, len(model), k)])
 
 
@@ -57,6 +61,41 @@ def _selective(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> 
     for blk in model:
         h = checkpoint(blk, h, use_reentrant=False, context_fn=contexts)
     return h
+
+
+@contextlib.contextmanager
+def _explained_checkpoint_errors(what: str) -> Iterator[None]:
+    """torch's CheckpointError (the replay in backward did not match the forward) as a ✗ that says so."""
+    try:
+        yield
+    except CheckpointError as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise AssertionError(
+            f"torch.utils.checkpoint raised CheckpointError ({first[:160]}): the replay in backward must run the "
+            f"same ops on the same inputs as the forward did; {what}"
+        ) from None
+
+
+@contextlib.contextmanager
+def _no_torch_checkpoint() -> Iterator[list[str]]:
+    """Record whether ``torch.utils.checkpoint`` is used, however it was imported (both variants
+    go through these two module attributes)."""
+    used: list[str] = []
+    gen, apply = torch_checkpoint._checkpoint_without_reentrant_generator, torch_checkpoint.CheckpointFunction.apply
+
+    def gen_spy(*args, **kwargs):
+        used.append("checkpoint(use_reentrant=False)")
+        return gen(*args, **kwargs)
+
+    def apply_spy(*args, **kwargs):
+        used.append("checkpoint(use_reentrant=True)")
+        return apply(*args, **kwargs)
+
+    with (
+        mock.patch.object(torch_checkpoint, "_checkpoint_without_reentrant_generator", gen_spy),
+        mock.patch.object(torch_checkpoint.CheckpointFunction, "apply", apply_spy),
+    ):
+        yield used
 
 
 def _loss(y: torch.Tensor) -> torch.Tensor:
@@ -82,8 +121,9 @@ def _same_grads(got: list, ref: list, what: str) -> None:
 
 
 @grader(
-    "Exercise 1 · predict the bytes kept",
-    hint="reread section 2: a stored block keeps its input and its Linear output; a checkpointed segment "
+    "Exercise 3 · predict the bytes kept",
+    hint="reread section 2 (the MLP table): a stored block keeps its input and its Linear output; a "
+    "checkpointed segment "
     "keeps only its input; the batch itself is not counted (it lives anyway)",
 )
 def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks: int, width: int, rows: int) -> str:
@@ -91,16 +131,24 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
     model, x = mlp(width=width, depth=n_blocks, seed=0), torch.randn(rows, width)
     with SavedTensorMeter(model, exclude=[x]) as meter:
         _run_plan(model, x, list(plan))
-    assert predicted_bytes == meter.total_bytes, (
-        f"you predicted {predicted_bytes} bytes; the meter measured a different number"
+    measured = meter.total_bytes
+    if not isinstance(predicted_bytes, (int, float)):
+        raise AssertionError(f"give a number of bytes (an int), got {type(predicted_bytes).__name__}")
+    assert predicted_bytes == measured, (
+        f"you predicted {predicted_bytes} bytes: too {'high' if predicted_bytes > measured else 'low'}, the meter "
+        + (
+            "measured fewer (did you count the batch, or what a checkpointed segment computes inside?)"
+            if predicted_bytes > measured
+            else "measured more (a stored block keeps two tensors; each checkpointed segment keeps its input)"
+        )
     )
     return f"{fmt_bytes(meter.total_bytes)}, as measured"
 
 
 @grader(
-    "Exercise 2 · checkpoint every k blocks",
-    hint="reread section 1 (how ABC.forward checkpoints its region) and section 4 (what the reentrant "
-    "variant does with an input that needs no gradient)",
+    "Exercise 1 · checkpoint every k blocks",
+    hint="reread section 1 (how ABC.forward checkpoints its region, use_reentrant=False): the batch needs no "
+    "gradient, and the reentrant variant then gives the weights none",
 )
 def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], torch.Tensor]) -> str:
     n, width, rows = 7, 32, 8
@@ -113,12 +161,13 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
             with SavedTensorMeter(model, exclude=[x]) as want:
                 y = _every_k(model, x, k)
             _loss(y).backward()
-        got = _grads(model, lambda k=k: forward_every_k(model, x, k))
-        _same_grads(got, ref, f"k={k}")
-        with CallCounter(model) as calls:
-            with SavedTensorMeter(model, exclude=[x]) as meter:
-                y = forward_every_k(model, x, k)
-            _loss(y).backward()
+        with _explained_checkpoint_errors("call checkpoint(group, h, use_reentrant=False) on each group once"):
+            got = _grads(model, lambda k=k: forward_every_k(model, x, k))
+            _same_grads(got, ref, f"k={k}")
+            with CallCounter(model) as calls:
+                with SavedTensorMeter(model, exclude=[x]) as meter:
+                    y = forward_every_k(model, x, k)
+                _loss(y).backward()
         kept = meter.total_bytes
         assert kept == want.total_bytes, (
             f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {groups} checkpointed groups of "
@@ -134,9 +183,10 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
 
 
 @grader(
-    "Exercise 3 · checkpoint with saved-tensor hooks",
-    hint="reread section 1, cases 2 and 3: what must survive the forward, and when is the rest needed "
-    "again? pack may return anything, unpack must return an equal tensor; backward runs without grad mode",
+    "Exercise 2 · checkpoint with saved-tensor hooks",
+    hint="reread 'Saved-tensor hooks, in order': pack returns an index and keeps nothing; the first unpack runs "
+    "fn(x) again under torch.enable_grad() and hooks of its own that collect the tensors, in the same order; "
+    "unpack returns the one at its index",
 )
 def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor]) -> str:
     model = mlp(width=32, depth=4, seed=0)
@@ -148,10 +198,14 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
     ref = _grads(model, lambda: model(x), x)
     model.zero_grad(set_to_none=True)
     x.grad = None
-    with CallCounter(model) as calls:
+    with _no_torch_checkpoint() as used, CallCounter(model) as calls:
         with AliveActivations(model) as alive:
             y = checkpoint_fn(model, x)
         kept = alive.bytes(exclude=[x, y])
+        assert not used, (
+            f"your function calls torch's {used[0]}: the exercise is to drop and rebuild with your own "
+            "saved_tensors_hooks (pack keeps an index, unpack replays fn once and returns the tensor at that index)"
+        )
         assert kept == 0, (
             f"after the forward {fmt_bytes(kept)} of activations are still in memory (plain autograd keeps "
             f"{fmt_bytes(plain)}): pack must not hold on to the tensor"
@@ -182,24 +236,42 @@ def _recompute_all(ctx, op, *args, **kwargs) -> CheckpointPolicy:
     return CheckpointPolicy.PREFER_RECOMPUTE
 
 
-def _best_extra(census: list[dict], budget: int) -> int:
-    """Fewest FLOPs left to recompute, over every subset of the block's products (the ops with
-    FLOPs) whose outputs fit in ``budget`` bytes: brute force, the block has a handful of them."""
+def _saving(keys: set[tuple]) -> Policy:
+    def policy(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op_key(op, args) in keys else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budget: int) -> int:
+    """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays of the chain's
+    (identical) blocks, over every set of a block's products (brute force: a block has six). What
+    caching one product spares is measured on one block, one step each: nothing for a product the
+    replay never reaches (early stop)."""
     products = [r for r in census if r["flops"] > 0]
-    total = sum(r["flops"] for r in products)
-    best = total
+
+    def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured
+        h = x.detach().requires_grad_()
+        blk = model[0]
+        contexts = functools.partial(create_selective_checkpoint_contexts, policy)
+        flops = count_flops(lambda: _loss(checkpoint(blk, h, use_reentrant=False, context_fn=contexts)).backward())
+        blk.zero_grad(set_to_none=True)
+        return flops
+
+    every = step_flops(_recompute_all)
+    spared = [len(model) * (every - step_flops(_saving({r["key"]}))) for r in products]
+    best = 0
     for pick in itertools.product((False, True), repeat=len(products)):
-        chosen = [r for r, p in zip(products, pick) if p]
-        if sum(r["out_bytes"] for r in chosen) <= budget:
-            best = min(best, total - sum(r["flops"] for r in chosen))
+        if sum(r["out_bytes"] for r, p in zip(products, pick) if p) <= budget:
+            best = max(best, sum(f for f, p in zip(spared, pick) if p))
     return best
 
 
 @grader(
     "Exercise 4 · a policy under a byte budget",
-    hint="reread section 2, 'Which outputs to keep: FLOPs per byte': go through the census rows from the most "
-    "FLOPs per byte down, keep a row's output (by its key) while the kept bytes stay within the budget, and "
-    "have the policy save exactly those keys",
+    hint="reread 'Which outputs to keep: FLOPs per byte' and 'A cache nobody reads': take the census rows with "
+    "FLOPs from the most FLOPs per byte down, skip the block's last product (the replay never reaches it) and any "
+    "row that does not fit in what is left of the budget (skip it and go on), and save exactly those keys",
 )
 def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
     model = transformer_chain(n_blocks=2, d_model=32, n_heads=4, seed=0)
@@ -210,10 +282,14 @@ def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
         census = op_census(model[0], x)
         linear = sum(r["out_bytes"] for r in census if r["op"] in ("aten.addmm.default", "aten.mm.default"))
         budget = round(POLICY_TARGETS["budget"] * linear)  # below the linear layers' outputs
-        best = len(model) * _best_extra(census, budget)
         _, base_total, fwd, ref = _policy_run(model, x, None)
-        floor, _, _, _ = _policy_run(model, x, _recompute_all)
-        kept, total, _, got = _policy_run(model, x, budget_policy(census, budget))
+        floor, all_total, _, _ = _policy_run(model, x, _recompute_all)
+        best = all_total - base_total - _best_cached(model, x, census, budget)
+        with _explained_checkpoint_errors(
+            "a policy must return a CheckpointPolicy, the same one for an op in the "
+            "forward and in its replay (decide by policies.op_key(op, args))"
+        ):
+            kept, total, _, got = _policy_run(model, x, budget_policy(census, budget))
         _same_grads(got, ref, f"seq {seq}, with your policy")
         cache, extra = (kept - floor) // len(model), total - base_total
         assert cache <= budget, (
@@ -221,9 +297,10 @@ def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
             f"the budget is {fmt_bytes(budget)}: too many outputs saved"
         )
         assert extra <= best, (
-            f"seq {seq}: backward recomputes {extra / fwd:.2f} of a forward in FLOPs; the best choice within "
-            f"{fmt_bytes(budget)} per block recomputes {best / fwd:.2f}: save the outputs with more FLOPs per byte"
+            f"seq {seq}: backward recomputes {extra / fwd:.2f} of a forward in FLOPs; the best set of products "
+            f"within {fmt_bytes(budget)} per block recomputes {best / fwd:.2f} (the grader tried every set, a "
+            "product the replay never reaches sparing nothing): too few FLOPs spared per byte"
         )
         lines.append(f"seq {seq}: {fmt_bytes(cache)} of {fmt_bytes(budget)} per block, {extra / fwd:.2f} extra FLOPs")
     model.zero_grad(set_to_none=True)
-    return "; ".join(lines) + " (the fewest within the budget)"
+    return "; ".join(lines) + " (as few as the best set of products within the budget)"

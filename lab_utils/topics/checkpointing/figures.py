@@ -5,6 +5,7 @@ fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes
 fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
 fig = figures.strip(plan.segments, n_blocks)      # which blocks a plan checkpoints
 fig = figures.anatomy_bars({"measured": {"weights": 3.2, ...}, "predicted": {...}})
+fig = figures.memory_timeline({"none": timeline, ...})   # allocated bytes through one step
 """
 
 from __future__ import annotations
@@ -16,7 +17,16 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, style
 
-__all__ = ["STATUS_COLORS", "ANATOMY_COLORS", "graph", "tradeoff", "strip", "anatomy_bars", "segment_curves"]
+__all__ = [
+    "STATUS_COLORS",
+    "ANATOMY_COLORS",
+    "graph",
+    "tradeoff",
+    "strip",
+    "anatomy_bars",
+    "segment_curves",
+    "memory_timeline",
+]
 
 # what happened to a node's value between forward and backward
 STATUS_COLORS = {
@@ -248,3 +258,49 @@ def segment_curves(
             )
         )
     return style(fig, title=title, xaxis="checkpointed segments k", yaxis=ylabel, height=440)
+
+
+def memory_timeline(
+    timelines: Mapping[str, object],
+    *,
+    model_peaks: Mapping[str, float] | None = None,
+    unit: float = 2**20,
+    title: str = "Allocated bytes through one step (allocator events)",
+) -> go.Figure:
+    """One line per strategy: bytes allocated after each allocator event (``Timeline.live``), the
+    x axis the event's rank in the step; a marker where the backward starts and, with
+    ``model_peaks``, the planner's modelled peak as a dotted line of the same colour."""
+    fig = go.Figure()
+    for i, (name, tl) in enumerate(timelines.items()):
+        color = PALETTE[i % len(PALETTE)]
+        ys = [v / unit for v in tl.live]
+        fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=name, line=dict(color=color)))
+        b = min(tl.backward_at, len(ys) - 1)
+        fig.add_trace(
+            go.Scatter(
+                x=[b],
+                y=[ys[b]],
+                mode="markers",
+                showlegend=False,
+                hovertext=f"{name}: backward starts",
+                marker=dict(symbol="triangle-down", size=11, color=color),
+            )
+        )
+        if model_peaks and name in model_peaks:
+            fig.add_trace(
+                go.Scatter(
+                    x=[0, len(ys) - 1],
+                    y=[model_peaks[name] / unit] * 2,
+                    mode="lines",
+                    showlegend=False,
+                    hovertext=f"{name}: the planner's modelled peak",
+                    line=dict(color=color, dash="dot", width=1),
+                )
+            )
+    return style(
+        fig,
+        title=title,
+        xaxis="allocator event (▼ backward starts; dotted: modelled peak)",
+        yaxis="MiB allocated",
+        height=460,
+    )

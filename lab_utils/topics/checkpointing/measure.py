@@ -29,6 +29,7 @@ from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, fmt_bytes, st
 from lab_utils.recompute import count_flops, in_backward, measure_recompute
 from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
+from lab_utils.topics.checkpointing.planner import evaluate
 
 __all__ = ["profile_blocks", "compare_strategies", "interleaved_min", "results_table", "AliveActivations"]
 
@@ -93,6 +94,20 @@ def _rebuilt_segments(model: nn.Sequential, run: Callable[[], object]) -> list[t
     return sorted((s, e) for s, e in segs)
 
 
+def _as_schedule(rebuilt: list[tuple[int, int]], n: int) -> list[tuple[int, int, str]]:
+    """The rebuilt segments as "full", every other block as "store": a schedule for the planner."""
+    full = dict(rebuilt)
+    out, i = [], 0
+    while i < n:
+        if i in full:
+            out.append((i, full[i], "full"))
+            i = full[i]
+        else:
+            out.append((i, i + 1, "store"))
+            i += 1
+    return out
+
+
 def compare_strategies(
     model: nn.Sequential,
     x: torch.Tensor,
@@ -109,14 +124,15 @@ def compare_strategies(
 
     ``strategies``: name -> a forward function ``fn(model, x) -> y`` (the lab's cells). Each row
     holds: kept (bytes the chain's forward saves for backward, batch excluded), segments (the runs
-    of blocks that ran again in backward, as ``(start, stop)``), peak_model (kept + the largest
-    rebuilt segment's profiled bytes: the planner's model), peak (allocator peak of
+    of blocks that ran again in backward, as ``(start, stop)``), peak_model (the planner's
+    position-aware peak for those segments, ``planner.evaluate``, shifted by the measured kept
+    bytes), peak (allocator peak of
     the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
     forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
     calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``, the
     strategies timed in interleaved rounds, see ``interleaved_min``; nan when ``repeat=0``) and
     grad_diff (largest gradient difference from no checkpointing)."""
-    act = (blocks or profile_blocks(model, x))[0]
+    act, inp, _ = blocks or profile_blocks(model, x)
     params = [p for p in model.parameters() if p.requires_grad]
 
     def grads_of(fn) -> list[torch.Tensor]:
@@ -160,13 +176,17 @@ def compare_strategies(
             loss_fn(fn()).backward()
 
         steps.append(step)
-        biggest = max((sum(act[s:e]) for s, e in segs), default=0)
+        # the planner's position-aware model of this run's peak (its segments as measured; the
+        # batch, which the model counts and the meter does not, taken out; a selective cache,
+        # which the model does not know, added back through the measured kept bytes)
+        model_plan = evaluate(_as_schedule(segs, len(act)), act, inp, [0] * len(act))
+        peak_model = model_plan.peak + kept - model_plan.kept
         rows.append(
             dict(
                 name=name,
                 segments=segs,
                 kept=kept,
-                peak_model=kept + biggest,
+                peak_model=peak_model,
                 peak=peak,
                 forward_flops=rec.forward_flops,
                 total_flops=rec.total_flops,

@@ -9,18 +9,28 @@ Cost model (the planner's, stated so a student can check it by hand). The chain 
 block i keeps ``act[i]`` bytes for backward when run normally (its input included when it saves
 it), its input has ``inp[i]`` bytes and its forward costs ``cost[i]`` (FLOPs or seconds). A plan
 cuts the chain into segments [start, stop). A stored segment keeps the sum of its blocks' ``act``;
-a checkpointed ("full") segment keeps only its input ``inp[start]`` and, during backward, is run
-forward again once (recompute = sum of its ``cost``), its activations existing only while its own
-backward runs; backward handles one segment at a time. Hence
+a checkpointed ("full") segment keeps only its input ``inp[start]`` and is run forward again once
+in backward (recompute = sum of its ``cost``).
+
+The peak is position-aware, as the allocator sees it: backward walks the segments from the last
+to the first and frees what each one kept once it is done, so when checkpointed segment j is
+rebuilt, only what the segments before it keep is still alive, plus its own rebuilt activations
+(which include its input, already kept) and the gradient arriving at its output, ``out(j)``
+bytes (the next block's input size). Hence
 
     kept      = sum(act over stored blocks) + sum(inp[start] over checkpointed segments)
-    peak      = kept + max(sum(act over a checkpointed segment))       (0 if none)
+    alive(j)  = kept by the segments before j + sum(act over segment j) + out(j)
+    peak      = max(kept + in_flight, max over checkpointed j of alive(j))
     recompute = sum(cost over checkpointed blocks)
 
-``kept`` is what ``lab_utils.memory.SavedTensorMeter`` measures after the forward; ``peak`` is a
-model (a real allocator peak adds gradients and temporaries). With N uniform blocks and k equal
-checkpointed segments, peak = k*inp + (N/k)*act, smallest near k = sqrt(N*act/inp): the sqrt(N)
-rule of Chen et al. (2016), for one extra forward pass.
+A stored segment at the end of the chain therefore costs no more than a checkpointed one of the
+same bytes (what ``checkpoint_sequential`` exploits by leaving its last chunk stored). ``kept``
+is what ``lab_utils.memory.SavedTensorMeter`` measures after the forward. ``in_flight`` (0 by
+default) is what the backward holds on top of everything kept when it starts: the chain's output
+and the first gradients; measure it once, from a step without checkpointing (its allocator peak
+less its kept bytes). The model still leaves out the allocator's temporaries. With N uniform blocks
+that save only their input (act = inp = 1) and k equal checkpointed segments, peak = (k - 1) +
+N/k + 1, least near k = sqrt(N): the sqrt(N) rule of Chen et al. (2016), for one extra forward pass.
 """
 
 from __future__ import annotations
@@ -52,61 +62,86 @@ class Plan:
         return sum(m != "store" for _, _, m in self.segments)
 
 
-def _check_chain(act: Sequence[float], inp: Sequence[float], cost: Sequence[float]) -> int:
+def _check_chain(act: Sequence[float], inp: Sequence[float], cost: Sequence[float], in_flight: float = 0.0) -> int:
     n = len(act)
     if n == 0 or len(inp) != n or len(cost) != n:
         raise ValueError(f"act, inp and cost need the same non-zero length (got {len(act)}, {len(inp)}, {len(cost)})")
     if min(act) < 0 or min(inp) < 0 or min(cost) < 0:
         raise ValueError("act, inp and cost must be non-negative")
+    if in_flight < 0:
+        raise ValueError(f"in_flight={in_flight:g}: bytes held at the backward's start, must be >= 0")
     return n
 
 
-def evaluate(segments: Sequence[Segment], act: Sequence[float], inp: Sequence[float], cost: Sequence[float]) -> Plan:
-    """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model."""
-    n = _check_chain(act, inp, cost)
-    check_segments(segments, n)
-    kept = rec = biggest = 0.0
+def evaluate(
+    segments: Sequence[Segment],
+    act: Sequence[float],
+    inp: Sequence[float],
+    cost: Sequence[float],
+    in_flight: float = 0.0,
+) -> Plan:
+    """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model
+    (``in_flight``: bytes the backward holds on top of everything kept at its start)."""
+    _check_chain(act, inp, cost, in_flight)
+    check_segments(segments, len(act))
+    kept = rec = peak = 0.0
     for s, e, m in segments:
         if m == "store":
             kept += sum(act[s:e])
-        else:
+        else:  # rebuilt while only the segments before it keep, as its output's gradient arrives
+            peak = max(peak, kept + sum(act[s:e]) + _out(inp, e))
             kept += inp[s]
             rec += sum(cost[s:e])
-            biggest = max(biggest, sum(act[s:e]))
-    return Plan(tuple(segments), kept, kept + biggest, rec)
+    return Plan(tuple(segments), kept, max(peak, kept + in_flight), rec)
 
 
-def _fronts(act, inp, cost, cap: float, kept_cap: float):
-    """For a cap on the bytes of any checkpointed segment: Pareto sets of (kept, recompute,
-    segments) over prefixes, keeping only kept <= kept_cap."""
+def _out(inp: Sequence[float], e: int) -> float:
+    """Bytes of the gradient that reaches a segment ending at block e: the size of its output (the
+    next block's input; the last block's output is taken to be the size of its input)."""
+    return inp[e] if e < len(inp) else inp[-1]
+
+
+def _prefix(values: Sequence[float]) -> list[float]:
+    out = [0.0]
+    for v in values:
+        out.append(out[-1] + v)
+    return out
+
+
+def _states(
+    act, inp, cost, budget: float = math.inf, in_flight: float = 0.0
+) -> list[tuple[float, float, float, tuple]]:
+    """The dynamic program over prefixes of the chain. A state is (kept, peak so far, recompute,
+    segments); a state that another beats on all three is dropped (the rest of the plan sees a
+    prefix only through its kept bytes, its peak and its recompute). States whose peak would pass
+    ``budget`` are dropped as they appear (kept bytes may reach ``budget - in_flight``: the
+    start of the backward adds ``in_flight`` on top of all of them)."""
+    kept_cap = budget - in_flight
     n = len(act)
-    pre = [0.0]
-    for a in act:
-        pre.append(pre[-1] + a)
-    cpre = [0.0]
-    for c in cost:
-        cpre.append(cpre[-1] + c)
-    fronts: list[list[tuple[float, float, tuple]]] = [[(0.0, 0.0, ())]]
+    pa, pc = _prefix(act), _prefix(cost)
+    states: list[list[tuple[float, float, float, tuple]]] = [[(0.0, 0.0, 0.0, ())]]
     for i in range(1, n + 1):
-        cands = [(k + act[i - 1], r, segs + ((i - 1, i, "store"),)) for k, r, segs in fronts[i - 1]]
-        j = i - 1
-        while j >= 0 and pre[i] - pre[j] <= cap:
-            for k, r, segs in fronts[j]:
-                cands.append((k + inp[j], r + cpre[i] - cpre[j], segs + ((j, i, "full"),)))
-            j -= 1
-        cands.sort(key=lambda t: (t[0], t[1]))
-        front, best_r = [], math.inf
-        for k, r, segs in cands:  # keep the points no other point beats on both axes
-            if k <= kept_cap and r < best_r:
-                front.append((k, r, segs))
-                best_r = r
-        fronts.append(front)
-    return fronts[n]
+        cands = []
+        for k, pk, r, segs in states[i - 1]:  # block i - 1 stored
+            if k + act[i - 1] <= kept_cap:
+                cands.append((k + act[i - 1], pk, r, segs + ((i - 1, i, "store"),)))
+        for j in range(i):  # blocks j..i-1 one checkpointed segment
+            seg_act, seg_cost = pa[i] - pa[j], pc[i] - pc[j]
+            for k, pk, r, segs in states[j]:
+                alive = k + seg_act + _out(inp, i)
+                if alive <= budget and k + inp[j] <= kept_cap:
+                    cands.append((k + inp[j], max(pk, alive), r + seg_cost, segs + ((j, i, "full"),)))
+        states.append(_pareto(cands))
+    return states[n]
 
 
-def _caps(act) -> list[float]:
-    n = len(act)
-    return sorted({0.0} | {float(sum(act[j:i])) for j in range(n) for i in range(j + 1, n + 1)})
+def _pareto(cands):
+    cands.sort(key=lambda t: (t[0], t[1], t[2]))
+    out: list = []
+    for c in cands:  # keep c unless a kept state is no worse on all three axes
+        if not any(o[0] <= c[0] and o[1] <= c[1] and o[2] <= c[2] for o in out):
+            out.append(c)
+    return out
 
 
 def _merge(segs: tuple) -> tuple[Segment, ...]:
@@ -120,16 +155,16 @@ def _merge(segs: tuple) -> tuple[Segment, ...]:
     return tuple(out)
 
 
-def optimal_front(act: Sequence[float], inp: Sequence[float], cost: Sequence[float]) -> list[Plan]:
+def optimal_front(
+    act: Sequence[float], inp: Sequence[float], cost: Sequence[float], in_flight: float = 0.0
+) -> list[Plan]:
     """Every plan on the optimal memory/recompute front (least recompute for its peak), sorted
-    by peak. Exact: a dynamic program over the chain for each possible largest segment."""
-    _check_chain(act, inp, cost)
-    pts, total = [], float(sum(act))
-    for cap in _caps(act):
-        # a point is only worth having if its peak beats storing everything
-        for _, _, segs in _fronts(act, inp, cost, cap, total - cap if cap else total):
-            pts.append(evaluate(_merge(segs), act, inp, cost))
-    pts.sort(key=lambda p: (p.peak, p.recompute))
+    by peak. Exact: a dynamic program over the chain (see ``_states``)."""
+    _check_chain(act, inp, cost, in_flight)
+    pts = sorted(
+        (evaluate(_merge(segs), act, inp, cost, in_flight) for *_, segs in _states(act, inp, cost)),
+        key=lambda p: (p.peak, p.recompute),
+    )
     front, best_r = [], math.inf
     for p in pts:
         if p.recompute < best_r:
@@ -138,46 +173,27 @@ def optimal_front(act: Sequence[float], inp: Sequence[float], cost: Sequence[flo
     return front
 
 
-def min_peak(act: Sequence[float], inp: Sequence[float], cost: Sequence[float] | None = None) -> float:
+def min_peak(
+    act: Sequence[float], inp: Sequence[float], cost: Sequence[float] | None = None, in_flight: float = 0.0
+) -> float:
     """The smallest peak any plan reaches under the cost model."""
-    _check_chain(act, inp, [0.0] * len(act) if cost is None else cost)
-    return _min_peak_fast(act, inp)
+    n = _check_chain(act, inp, [0.0] * len(act) if cost is None else cost, in_flight)
+    return min(max(k + in_flight, pk) for k, pk, *_ in _states(act, inp, [0.0] * n))
 
 
-def _min_peak_fast(act, inp) -> float:
-    best = math.inf
-    n = len(act)
-    for cap in _caps(act):
-        # least kept bytes with every checkpointed segment <= cap (a plain DP, no recompute axis)
-        dp = [0.0] + [math.inf] * n
-        for i in range(1, n + 1):
-            dp[i] = dp[i - 1] + act[i - 1]
-            j, tot = i - 1, act[i - 1]
-            while j >= 0 and tot <= cap:
-                dp[i] = min(dp[i], dp[j] + inp[j])
-                j -= 1
-                tot += act[j] if j >= 0 else 0
-        best = min(best, dp[n] + cap)
-    return best
-
-
-def plan_for_budget(act: Sequence[float], inp: Sequence[float], cost: Sequence[float], budget: float) -> Plan:
+def plan_for_budget(
+    act: Sequence[float], inp: Sequence[float], cost: Sequence[float], budget: float, in_flight: float = 0.0
+) -> Plan:
     """The plan with the least recompute whose peak fits in ``budget`` (ties: smaller peak).
 
     Raises ValueError naming the smallest feasible budget when ``budget`` is below it."""
-    n = _check_chain(act, inp, cost)
-    best: Plan | None = None
-    for cap in _caps(act):
-        if cap > budget:
-            break
-        for _, _, segs in _fronts(act, inp, cost, cap, budget - cap):
-            p = evaluate(_merge(segs), act, inp, cost)
-            if p.peak <= budget and (best is None or (p.recompute, p.peak) < (best.recompute, best.peak)):
-                best = p
-    if best is None:
-        lo = _min_peak_fast(act, inp)
+    n = _check_chain(act, inp, cost, in_flight)
+    states = _states(act, inp, cost, budget, in_flight)
+    plans = [evaluate(_merge(segs), act, inp, cost, in_flight) for *_, segs in states]
+    if not plans:
+        lo = min_peak(act, inp, in_flight=in_flight)
         raise ValueError(
             f"budget={budget:g} is below the smallest peak any plan reaches for this "
             f"{n}-block chain ({lo:g}); raise the budget to at least {lo:g}"
         )
-    return best
+    return min(plans, key=lambda p: (p.recompute, p.peak))

@@ -25,12 +25,12 @@ policies in the notebook; this module holds what measures them and two ready-mad
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.checkpoint import CheckpointPolicy
 from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import note_saved
@@ -147,34 +147,68 @@ def op_key(op: object, args: tuple) -> tuple:
     return (str(op), *(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
 
 
+class _OpWatch(TorchDispatchMode):
+    """Records, per op call that allocates its output, the row ``op_census`` returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict] = []
+        self.storages: list[set[int]] = []
+        self.outputs: list[torch.Tensor] = []  # held, so that no later tensor reuses their memory
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        ins = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+        new = [t for t in outs if t.untyped_storage().data_ptr() not in ins]
+        n = sum(t.numel() * t.element_size() for t in new)
+        if n:
+            with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
+                func(*args, **kwargs)
+            f = int(fc.get_total_flops())
+            self.rows.append(
+                dict(
+                    index=len(self.rows),
+                    op=str(func),
+                    key=op_key(func, args),
+                    out_shape=tuple(new[0].shape),
+                    out_bytes=n,
+                    flops=f,
+                    flops_per_byte=f / n,
+                )
+            )
+            self.storages.append({t.untyped_storage().data_ptr() for t in new})
+            self.outputs += new
+        return out
+
+
 def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
-    """Run ``region(x)`` once under a selective checkpoint whose policy only watches: one row per
-    op call that allocates its output (views skipped): op, key (``op_key``), out_bytes, flops (as
-    ``FlopCounterMode`` counts them) and flops_per_byte, most bytes first. Products with a weight
-    score high in FLOPs per byte, the attention scores' ``bmm`` low, pointwise ops zero.
+    """Run ``region(x)`` once, plainly, and list every op call that allocates its output (views
+    skipped), most bytes first: index (its place in the forward's order), op, key (``op_key``,
+    what a policy sees), out_shape (its first
+    output's), out_bytes, flops (as ``FlopCounterMode`` counts them), flops_per_byte, and
+    saved_for_backward (whether some op's backward keeps that output, the tensors autograd saves:
+    caching any other output holds it for nothing). Products with a weight score high in FLOPs
+    per byte, the attention scores' ``bmm`` low, pointwise ops zero.
 
     >>> rows = op_census(transformer_chain(1)[0], torch.randn(2, 128, 64))
-    >>> rows[0]["op"], rows[0]["flops_per_byte"]      # the attention scores: big, cheap
-    ('aten.bmm.default', 8.0)
+    >>> rows[0]["op"], rows[0]["flops_per_byte"], rows[0]["saved_for_backward"]   # the scores
+    ('aten.bmm.default', 8.0, False)
     """
-    rows: list[dict] = []
+    if not isinstance(region, nn.Module) or not isinstance(x, torch.Tensor):
+        raise TypeError(f"op_census(region, x): a module and a tensor, got {type(region).__name__}, {type(x).__name__}")
+    saved: set[int] = set()
 
-    def watch(ctx, op, *args, **kwargs):
-        if not ctx.is_recompute:
-            ins = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
-            outs = ctx.op_output if isinstance(ctx.op_output, (tuple, list)) else (ctx.op_output,)
-            n = sum(
-                t.numel() * t.element_size()
-                for t in outs
-                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in ins
-            )
-            if n:
-                with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
-                    op(*args, **kwargs)
-                f = int(fc.get_total_flops())
-                rows.append(dict(op=str(op), key=op_key(op, args), out_bytes=n, flops=f, flops_per_byte=f / n))
-        return CheckpointPolicy.PREFER_RECOMPUTE
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.add(t.untyped_storage().data_ptr())
+        return t
 
-    contexts = functools.partial(create_selective_checkpoint_contexts, watch)
-    checkpoint(region, x.detach(), use_reentrant=False, context_fn=contexts)
+    h = x.detach().requires_grad_(x.is_floating_point())  # as in the middle of a chain
+    watch = _OpWatch()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), watch:
+        out = region(h)
+    rows = [r | {"saved_for_backward": bool(ptrs & saved)} for r, ptrs in zip(watch.rows, watch.storages)]
+    del out
+    watch.outputs.clear()
     return sorted(rows, key=lambda r: -r["out_bytes"])

@@ -38,6 +38,14 @@ def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
     graded_fail(exercises.check_tf_port, through_grad, match="✗.*filled .grad")
 
 
+def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
+    def one_big_grad(model, micro_batches, loss_fn):  # the large batch's gradient, but no accumulation
+        big = (torch.cat([x for x, _ in micro_batches]), torch.cat([y for _, y in micro_batches]))
+        return list(torch.autograd.grad(loss_fn(model, big), list(model.parameters())))
+
+    graded_fail(exercises.check_tf_port, one_big_grad, match="1 forward.*one forward per micro-batch")
+
+
 # ----------------------------------------------------------------------------- Exercise 2
 def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
@@ -85,7 +93,9 @@ def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wr
 
 
 # ----------------------------------------------------------------------------- Exercise 3
-def token_stream(*, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True):
+def token_stream(
+    *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
+):
     def token_accumulate(model, optimizer, stream, K):
         micro = list(stream) if look_ahead else stream
         tokens, seen = 0, 0
@@ -97,7 +107,10 @@ def token_stream(*, per_micro_batch_mean: bool = False, look_ahead: bool = False
             optimizer.zero_grad()
 
         for mb in micro:
-            loss = accumulation.lm_token_loss_sum(model, mb)
+            if fp32:  # transformers' loss, summed (num_items_in_batch=1): computed in float32
+                loss = model(**mb, num_items_in_batch=torch.tensor(1)).loss
+            else:
+                loss = accumulation.lm_token_loss_sum(model, mb)
             (loss / accumulation.count_tokens(mb) / K if per_micro_batch_mean else loss).backward()
             tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
             if seen == K:
@@ -121,6 +134,7 @@ def test_token_stream_solution_passes():
         (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
         (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
         (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
+        (token_stream(fp32=True), r"differs from the large batch[\s\S]*float32 and is rejected"),  # the hint says why
     ],
 )
 def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):

@@ -22,11 +22,11 @@ def failed(grade, *args, **kwargs) -> str:
 
 # -- Exercise 1: predict the bytes kept ------------------------------------------------------
 def test_prediction_right_and_wrong():
-    exercises.check_prediction(7 * UNIT, PLAN, **CHAIN)
-    # forgetting that the first segment's input is the batch (not counted)
-    failed(exercises.check_prediction, 8 * UNIT, PLAN, **CHAIN)
-    # counting one tensor per stored block instead of two
-    failed(exercises.check_prediction, 5 * UNIT, PLAN, **CHAIN)
+    assert exercises.check_prediction(7 * UNIT, PLAN, **CHAIN) == PASSED
+    # forgetting that the first segment's input is the batch (not counted): too high
+    failed(exercises.check_prediction, 8 * UNIT, PLAN, **CHAIN, match="too high")
+    # counting one tensor per stored block instead of two: too low
+    failed(exercises.check_prediction, 5 * UNIT, PLAN, **CHAIN, match="too low")
     assert exercises.check_prediction(..., PLAN, **CHAIN) == NOT_ATTEMPTED
 
 
@@ -103,6 +103,29 @@ def test_hooks_rejects_recomputing_for_every_tensor():
     assert "exactly once" in failed(exercises.check_hooks, recomputes_per_tensor)
 
 
+def torch_checkpoint_itself(fn, x):  # passes every measurement, but is not the exercise
+    return checkpoint(fn, x, use_reentrant=False)
+
+
+def test_hooks_rejects_calling_torch_checkpoint():
+    failed(exercises.check_hooks, torch_checkpoint_itself, match="calls torch's checkpoint")
+    failed(exercises.check_hooks, lambda fn, x: checkpoint(fn, x, use_reentrant=True), match="use_reentrant=True")
+
+
+def test_checkpoint_error_is_a_cross_with_a_hint():
+    def replays_other_ops(blocks, x, k):  # the replay saves fewer tensors than the forward did
+        calls = [0]
+
+        def group(h):
+            calls[0] += 1
+            y = blocks(h)
+            return y * y if calls[0] == 1 else y * 2
+
+        return checkpoint(group, x, use_reentrant=False)
+
+    failed(exercises.check_every_k, replays_other_ops, match="CheckpointError.*same ops on the same inputs")
+
+
 def test_hooks_stub():
     assert exercises.check_hooks(stub) == NOT_ATTEMPTED
 
@@ -124,18 +147,49 @@ def budget_policy_saving(choose):
     return budget_policy
 
 
-def greedy(census, budget):  # the solution's choice: most FLOPs per byte first, within the budget
-    keep, used = set(), 0
-    for r in sorted((r for r in census if r["flops"]), key=lambda r: -r["flops_per_byte"]):
-        if used + r["out_bytes"] <= budget:
-            keep.add(r["key"])
-            used += r["out_bytes"]
-    return keep
+def by_flops_per_byte(key=lambda r: -r["flops_per_byte"], skip_last=True, stop_at_first_misfit=False):
+    """Greedy choices: the solution's (most FLOPs per byte first, the replay-unreached last product
+    skipped, a row that does not fit skipped) and its plausible variants."""
+
+    def choose(census, budget):
+        products = [r for r in census if r["flops"]]
+        last = max(r["index"] for r in products)
+        keep, used = set(), 0
+        for r in sorted(products, key=key):
+            if skip_last and r["index"] == last:
+                continue
+            if used + r["out_bytes"] <= budget:
+                keep.add(r["key"])
+                used += r["out_bytes"]
+            elif stop_at_first_misfit:
+                break
+        return keep
+
+    return choose
 
 
 def test_budget_policy_accepts_the_greedy_choice(capsys):
-    assert exercises.check_policy(budget_policy_saving(greedy)) == PASSED
-    assert "the fewest within the budget" in capsys.readouterr().out
+    assert exercises.check_policy(budget_policy_saving(by_flops_per_byte())) == PASSED
+    assert "as few as the best set of products" in capsys.readouterr().out
+
+
+def test_budget_policy_rejects_caching_what_the_replay_never_reads():  # fc_out: early stop
+    failed(exercises.check_policy, budget_policy_saving(by_flops_per_byte(skip_last=False)), match="FLOPs")
+
+
+def test_budget_policy_rejects_a_greedy_choice_by_raw_flops():
+    failed(exercises.check_policy, budget_policy_saving(by_flops_per_byte(key=lambda r: -r["flops"])), match="FLOPs")
+
+
+def test_budget_policy_rejects_stopping_at_the_first_row_that_does_not_fit():
+    failed(exercises.check_policy, budget_policy_saving(by_flops_per_byte(stop_at_first_misfit=True)), match="FLOPs")
+
+
+def test_budget_policy_error_from_a_policy_is_a_cross():
+    def bad(census, budget):
+        return lambda ctx, op, *args, **kwargs: {"addmm": CheckpointPolicy.MUST_SAVE}[op.__name__]  # KeyError
+
+    failed(exercises.check_policy, bad, match="raised KeyError")
 
 
 def test_budget_policy_rejects_saving_every_product():

@@ -59,3 +59,16 @@ def test_op_census_keys_tell_a_blocks_products_apart():
     rows = [r for r in op_census(transformer_chain(1, d_model=32)[0], torch.randn(2, 16, 32)) if r["flops"]]
     assert len(rows) == 6  # qkv, scores, values, proj, fc, fc_out
     assert len({r["key"] for r in rows}) == 6
+
+
+def test_op_census_marks_what_backward_saves():
+    # softmax keeps its output, fc's output is GELU's input, the scores' bmm output and fc_out's
+    # output are saved by nobody (the scale, a multiplication by a number, needs none)
+    rows = op_census(transformer_chain(1, d_model=32, n_heads=4, seed=0)[0], torch.randn(2, 24, 32))
+    saved = {(r["op"], r["out_shape"]): r["saved_for_backward"] for r in rows}
+    assert saved[("aten._softmax.default", (2, 4, 24, 24))] is True
+    assert saved[("aten.addmm.default", (48, 128))] is True  # fc -> GELU
+    assert saved[("aten.bmm.default", (8, 24, 24))] is False  # QK^T, scaled next
+    assert saved[("aten.addmm.default", (48, 32))] is False  # proj and fc_out: added to the residual
+    with pytest.raises(TypeError, match="a module and a tensor"):
+        op_census(lambda x: x, torch.ones(1))
