@@ -28,7 +28,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 import importlib
 from types import ModuleType
 
-__all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic", "watch"]
+__all__ = ["exercises", "figures", "live", "runs", "stages", "timeline", "traffic", "watch"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, in_flight, order, replay
+from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, idle_split, in_flight, order, replay
 from tests.topics.pipeline.schedules import Checkpointed
 
 
@@ -118,3 +118,44 @@ def test_formula_and_bubble_refuse_nonsense():
         formula(0, 3)
     with pytest.raises(ValueError, match="one non-empty list"):
         bubble([[], []])
+
+
+def test_live_bytes_follow_the_schedule_and_fall_back_to_zero():
+    per_mb = 2 * 4 * 8 * 8
+    gpipe, one_by_one = _run("FFFBBB", as_activation=True), _run("FBFBFB", as_activation=True)
+    assert gpipe.live.peak == 3 * per_mb and one_by_one.live.peak == per_mb
+    assert gpipe.live.now == one_by_one.live.now == 0  # autograd freed every saved tensor
+    assert [e.live_bytes for e in one_by_one.events] == [per_mb, 0] * 3
+
+
+def test_live_bytes_see_a_graph_kept_longer_than_its_order_says():
+    """The derived in_flight trusts the order; the live meter sees outputs (and graphs) kept alive."""
+    stage = _stage()
+    kept = []
+    with Recorder(stage, 0) as rec:
+        for _ in range(3):
+            y = stage(torch.randn(4, 8, dtype=torch.float64, requires_grad=True))
+            y.sum().backward(retain_graph=True)  # the saved tensors stay with the graph
+            kept.append(y)
+    per_mb = 2 * 4 * 8 * 8
+    assert in_flight(rec.events) == per_mb and rec.live.peak == 3 * per_mb
+    del kept, y
+    assert rec.live.now == 0
+
+
+def test_idle_split_takes_blocked_time_from_the_stamps():
+    # 2 stages, a 4 s step: stage 0 computes 0-1 and 3-4, stage 1 computes 1-3 and waits in recv 0-1
+    runs_ = [
+        {
+            "events": [[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
+            "messages": [{"start": 1.0, "end": 2.5}, {"start": 2.5, "end": None}],
+        },
+        {
+            "events": [[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
+            "messages": [{"start": 0.0, "end": 1.0}, {"start": 0.5, "end": 0.8}],
+        },
+    ]
+    idle = idle_split(runs_)
+    assert idle.measured == pytest.approx(1 - 4 / 8)
+    assert idle.blocked == pytest.approx((1.5 + 1.0) / 8)  # overlapping intervals counted once
+    assert idle.between == pytest.approx(idle.measured - idle.blocked)
