@@ -142,11 +142,11 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
     return style(fig, title="the bubble: idle fraction of the stages", xaxis="micro-batches m", yaxis="idle")
 
 
-def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
+def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
     """Most activation bytes each stage held for backward at once, per schedule (measured live by
     ``timeline.Recorder``: ``runs.measure``'s ``live_peak``)."""
     fig = go.Figure()
-    for i, (name, per_stage) in enumerate(in_flight.items()):
+    for i, (name, per_stage) in enumerate(held.items()):
         fig.add_trace(
             go.Bar(
                 x=[f"stage {s}" for s in range(len(per_stage))],

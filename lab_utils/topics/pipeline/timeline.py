@@ -4,13 +4,15 @@
     rec = timeline.Recorder(stage, stage_index=rank)   # hooks on the stage module, nothing in the loop
     with rec:
         gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
-    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes), ...]
+    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
+    rec.live.peak       # the most bytes the stage held for backward at once (live.py), measured
     timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
     timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
 
 How it records. A forward is the time between the stage module's forward pre-hook and forward
-hook; inside it the saved-tensor meter (``lab_utils.memory``) counts what autograd keeps for this
-micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded).
+hook; inside it the saved-tensor meter (``live.LiveMeter``) counts what autograd keeps for this
+micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded),
+and keeps it counted in ``live`` until autograd frees it.
 A backward starts when the gradient of that forward's output arrives (a tensor hook on the
 output) and ends when the last parameter of the stage has received its gradient (post-accumulate
 hooks). The micro-batch number of a backward is that of its forward, so any order (GPipe, 1F1B)
@@ -41,7 +43,6 @@ __all__ = [
     "median_bubble",
     "formula",
     "busy_seconds",
-    "in_flight",
     "order",
     "Idle",
     "idle_split",
@@ -248,19 +249,6 @@ def formula(p: int, m: int) -> float:
 def order(events: Iterable[Event | dict]) -> list[str]:
     """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
     return [f"{e.kind}{e.micro_batch}" for e in sorted(as_events(events), key=lambda e: e.start)]
-
-
-def in_flight(events: Iterable[Event | dict]) -> int:
-    """Most bytes one stage held for backward at once: the saved bytes of every micro-batch whose
-    forward has run and whose backward has not, at the worst moment (measured bytes per forward,
-    measured order)."""
-    evs = sorted(as_events(events), key=lambda e: e.start)
-    saved = {e.micro_batch: e.saved_bytes for e in evs if e.kind == "F"}
-    live = peak = 0
-    for e in evs:
-        live += saved[e.micro_batch] if e.kind == "F" else -saved.get(e.micro_batch, 0)
-        peak = max(peak, live)
-    return peak
 
 
 @dataclass(frozen=True)

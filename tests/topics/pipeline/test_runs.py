@@ -51,9 +51,7 @@ def test_torch_schedules_match_and_order_as_named(ranks):
     assert one_f_one_b == [x for i in range(M) for x in (f"F{i}", f"B{i}")]
     # 1F1B: stage 0 keeps at most 2 micro-batches, GPipe all M
     per_mb = ranks[0]["hand"]["runs"][M]["events"][0][0]["saved_bytes"]
-    assert timeline.in_flight(ranks[0]["torch"]["1F1B"]["runs"][M]["events"][0]) == 2 * per_mb
-    assert timeline.in_flight(ranks[0]["torch"]["GPipe"]["runs"][M]["events"][0]) == M * per_mb
-    # measured live, while torch's schedules ran: the same
+    # measured live, while torch's schedules ran
     assert ranks[0]["torch"]["1F1B"]["runs"][M]["live_peak"] == [2 * per_mb]
     assert ranks[0]["torch"]["GPipe"]["runs"][M]["live_peak"] == [M * per_mb]
 
