@@ -91,10 +91,10 @@ def collective_seconds(op: str, nbytes: float, world_size: int, link: Link) -> f
         return allreduce_seconds(nbytes, p, link)
     if op in ("broadcast", "reduce"):
         return math.ceil(math.log2(p)) * (link.latency_s + nbytes / link.bandwidth_Bps)
-    if op in ("all_gather", "all_gather_into_tensor", "all_to_all", "all_to_all_single"):
+    if op in ("all_gather", "all_gather_into_tensor", "all_gather_single", "all_to_all", "all_to_all_single"):
         # Half a ring all-reduce; ``nbytes`` is the full (gathered) size, each rank receives (p-1)/p.
         return (p - 1) * link.latency_s + (p - 1) / p * nbytes / link.bandwidth_Bps
-    if op in ("reduce_scatter", "reduce_scatter_tensor"):
+    if op in ("reduce_scatter", "reduce_scatter_tensor", "reduce_scatter_single"):  # *_single: FSDP2's calls
         # ``nbytes`` is this rank's output chunk; a ring passes p-1 chunks.
         return (p - 1) * (link.latency_s + nbytes / link.bandwidth_Bps)
     if op in ("send", "recv"):

@@ -59,3 +59,7 @@ def test_simulate_groups_by_step():
     ]
     assert simulate(ev, link, 2) == pytest.approx([2.0, 0.0, 1.0])
     assert math.isclose(collective_seconds("all_gather", 200, 2, link), 1.0)
+    # FSDP2 calls the *_single collectives: priced as their tensor versions
+    pairs = (("all_gather_single", "all_gather_into_tensor"), ("reduce_scatter_single", "reduce_scatter_tensor"))
+    for single, tensor in pairs:
+        assert collective_seconds(single, 200, 4, link) == collective_seconds(tensor, 200, 4, link) > 0

@@ -8,11 +8,20 @@ On two machines, start the same command on each with --nnodes=2 --node_rank=<0|1
 --rdzv_backend=static --master_addr=<address of node 0> --master_port=29500 instead of
 --standalone (node 0 then holds rank 0, the one that prints; see README, "Beyond one machine").
 
+On GPUs it trains float32 parameters with bfloat16 compute and float32 gradient reductions
+(FSDP2's ``MixedPrecisionPolicy``: ``--dtype auto --mp auto``, the defaults); on CPU the defaults
+are float64 without a policy, for the exact check against one process. ``--dtype float64 --mp none``
+forces the exact run on GPUs too.
+
 What it does: a model of blocks (Linear + GELU), each block checkpointed and then sharded with
 ``fully_shard`` (inner blocks first, the root last); each optimizer update runs ``--k``
-micro-steps, gradient sync off on all but the last (``set_requires_gradient_sync``). Rank 0
+micro-steps, gradient sync off on all but the last (``set_requires_gradient_sync``). With
+``--gather-once`` each block is also all-gathered once per update instead of twice per micro-step:
+``set_reshard_after_forward(False)`` keeps it gathered through its backward, and
+``set_reshard_after_backward`` only on the last micro-step keeps it through the update (the whole
+model gathered meanwhile: memory for traffic). Rank 0
 prints one JSON line (world size, loss per update, parameter bytes per rank, the reduce-scatters
-each update made, how many times each block's forward ran per micro-step (2 when it is
+and all-gathers each update made, how many times each block's forward ran per micro-step (2 when it is
 checkpointed: the forward, and its recompute in backward), the largest difference from the same
 training on one process with one large batch per update) and writes it to ``--out`` when
 given. Nothing here comes from the course's ``lab_utils``.
@@ -31,7 +40,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.utils.checkpoint import checkpoint
 
 
@@ -99,42 +108,60 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    parser.add_argument("--dtype", choices=("auto", "float64", "float32"), default="auto", help="parameters' dtype")
+    parser.add_argument("--mp", choices=("auto", "none", "bf16"), default="auto", help="bf16: bfloat16 compute")
+    parser.add_argument("--gather-once", action="store_true", help="all-gather each block once per update")
     parser.add_argument("--out", help="also write rank 0's JSON line to this file")
     args = parser.parse_args()
 
     use_cuda = torch.cuda.is_available()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
+    if use_cuda:  # before the process group: NCCL then binds each rank to its own GPU
+        torch.cuda.set_device(device)
     dist.init_process_group("nccl" if use_cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}" if use_cuda else "cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
+    if args.dtype == "auto":  # GPUs: float32 parameters under a bf16 policy; CPU: float64, exact
+        args.dtype = "float32" if use_cuda else "float64"
+    if args.mp == "auto":
+        args.mp = "bf16" if use_cuda and args.dtype == "float32" else "none"
     dtype = getattr(torch, args.dtype)
+    if args.mp == "bf16" and dtype != torch.float32:
+        parser.error("--mp bf16 keeps float32 parameters: add --dtype float32")
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if args.mp == "bf16" else None
+    shard_kw = {"mp_policy": mp} if mp is not None else {}
 
     model = build(args.width, args.depth, dtype)
     for i, block in enumerate(model):  # 1. checkpoint each block ...
         model[i] = Checkpointed(block)
     mesh = init_device_mesh(device.type, (world,))
     for block in model:  # 2. ... then shard each block (one all-gather unit each) ...
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)  # 3. ... and the root last
+        fully_shard(block, mesh=mesh, **shard_kw)
+    fully_shard(model, mesh=mesh, **shard_kw)  # 3. ... and the root last
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)  # built on the shards
 
     forwards = [0] * args.depth  # each block's forward calls (started: a recompute may stop early), recomputes included
     for i, ckpt in enumerate(model):
         ckpt.block.register_forward_pre_hook(lambda *_, i=i: forwards.__setitem__(i, forwards[i] + 1))
     reduce_scatters = count_calls(dist, "reduce_scatter_single")
+    all_gathers = count_calls(dist, "all_gather_single")
 
     x, y = data(args, world, dtype)
     losses = []
     for xs, ys in zip(x.chunk(args.steps), y.chunk(args.steps)):
         pieces = list(zip(xs.chunk(world * args.k), ys.chunk(world * args.k)))[rank * args.k : (rank + 1) * args.k]
         total = torch.zeros((), dtype=dtype, device=device)
+        if args.gather_once:
+            model.set_reshard_after_forward(False)  # keep each block gathered through its backward
         for i, (xb, yb) in enumerate(pieces):
-            model.set_requires_gradient_sync(i == args.k - 1)  # reduce-scatter on the last micro-step only
+            last = i == args.k - 1
+            model.set_requires_gradient_sync(last)  # reduce-scatter on the last micro-step only
+            if args.gather_once:
+                model.set_reshard_after_backward(last)  # and through the update; freed after the last
             loss = F.mse_loss(model(xb.to(device)), yb.to(device)) / args.k
             loss.backward()
-            total += loss.detach()
+            total += loss.detach().to(dtype)
+        if args.gather_once:
+            model.set_reshard_after_forward(True)  # as fully_shard left it
         opt.step()
         opt.zero_grad()
         dist.all_reduce(total)
@@ -154,6 +181,8 @@ def main() -> None:
             "param_bytes_per_rank": per_rank,
             "param_bytes": sum(t.numel() * t.element_size() for t in full),
             "reduce_scatters_per_update": reduce_scatters[0] / args.steps,
+            "all_gathers_per_update": all_gathers[0] / args.steps,
+            "mixed_precision": args.mp,
             "block_forwards_per_micro_step": [n / (args.steps * args.k) for n in forwards],
             "max_diff_vs_large_batch": gap,
         }

@@ -7,8 +7,8 @@
 # %% exercise="pipe-fill-drain"
 def gpipe_step(stage, inputs, targets):
     """One GPipe step on this rank's stage, for any number of stages: every forward, then every
-    backward. Stage 0 reads inputs, the last stage computes the loss (mean squared error of each
-    micro-batch, divided by m); the others only pass tensors along."""
+    backward (in any order). Stage 0 reads inputs, the last stage computes the loss (mean squared
+    error of each micro-batch, divided by m); the others only pass tensors along."""
     ### BEGIN SOLUTION
     rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
     first, last = rank == 0, rank == p - 1
@@ -37,23 +37,6 @@ def gpipe_step(stage, inputs, targets):
     ### END SOLUTION
 
 
-# %% exercise="pipe-choose-m"
-def choose_m(p, batch, bytes_per_sample, budget, max_bubble):
-    """The smallest number of micro-batches m (a divisor of batch) for which GPipe's bubble
-    (p - 1) / (m + p - 1) is at most max_bubble AND, under 1F1B, stage 0's activations in flight
-    fit in budget bytes; None when no m does."""
-    ### BEGIN SOLUTION
-    for m in range(1, batch + 1):
-        if batch % m:
-            continue
-        bubble = (p - 1) / (m + p - 1)
-        in_flight = min(m, p) * (batch // m) * bytes_per_sample
-        if bubble <= max_bubble and in_flight <= budget:
-            return m
-    return None
-    ### END SOLUTION
-
-
 # %% exercise="pipe-balance"
 def balance(costs, p):
     """Boundaries (p - 1 increasing block indices, each the first block of a stage) that split
@@ -69,4 +52,21 @@ def balance(costs, p):
         if best is None or worst < best:
             best, best_cuts = worst, list(cuts)
     return best_cuts
+    ### END SOLUTION
+
+
+# %% exercise="pipe-choose-m"
+def choose_m(p, batch, bytes_per_sample, budget, max_bubble):
+    """The smallest number of micro-batches m (a divisor of batch, at least p: torch's
+    Schedule1F1B refuses fewer) for which the bubble (p - 1) / (m + p - 1) is at most max_bubble
+    AND, under 1F1B, stage 0's activations in flight fit in budget bytes; None when no m does."""
+    ### BEGIN SOLUTION
+    for m in range(p, batch + 1):
+        if batch % m:
+            continue
+        bubble = (p - 1) / (m + p - 1)
+        in_flight = min(m, p) * (batch // m) * bytes_per_sample
+        if bubble <= max_bubble and in_flight <= budget:
+            return m
+    return None
     ### END SOLUTION

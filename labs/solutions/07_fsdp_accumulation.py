@@ -4,21 +4,6 @@
 # each solution region replaced by a stub: `python -m lab_utils.solutions sync
 # labs/07_fsdp_accumulation.ipynb` writes them.
 
-# %% exercise="fsdp-windows"
-def train_windows(model, optimizer, micro_batches, k):
-    """Train a fully_shard-ed model on this rank's micro-batches (x, y) in order: one optimizer
-    step per window of k of them, the gradients reduce-scattered once per window."""
-    ### BEGIN SOLUTION
-    for i, (x, y) in enumerate(micro_batches):
-        last_of_window = (i + 1) % k == 0
-        model.set_requires_gradient_sync(last_of_window)
-        (F.mse_loss(model(x), y) / k).backward()
-        if last_of_window:
-            optimizer.step()
-            optimizer.zero_grad()
-    ### END SOLUTION
-
-
 # %% exercise="fsdp-bytes"
 def predict_rank_bytes(model, world_size, rank):
     """Bytes that `rank` holds after one AdamW step when every block of `model` (and then the
@@ -50,4 +35,21 @@ def update_fewer_gathers(model, optimizer, micro_batches):
     model.set_reshard_after_forward(True)  # as it was
     optimizer.step()
     optimizer.zero_grad()
+    ### END SOLUTION
+
+
+# %% exercise="fsdp-hsdp-windows"
+def train_windows(model, optimizer, micro_batches, k):
+    """Train an HSDP model (each block sharded within a replica group, replicated across groups)
+    on this rank's micro-batches (x, y) in order: one optimizer step per window of k of them, the
+    gradients reduce-scattered within the group at every micro-step and all-reduced across the
+    groups once per window."""
+    ### BEGIN SOLUTION
+    for i, (x, y) in enumerate(micro_batches):
+        last_of_window = (i + 1) % k == 0
+        model.set_requires_all_reduce(last_of_window)  # across replicas: only at the window's end
+        (F.mse_loss(model(x), y) / k).backward()
+        if last_of_window:
+            optimizer.step()
+            optimizer.zero_grad()
     ### END SOLUTION

@@ -9,7 +9,8 @@ figures and exercise checks.
     fsdp.holdings.zero_bytes(p_bytes, world_size=4, stage=3)   # the ZeRO formula
     fsdp.traffic.per_op(counter.events)               # all-gathers / reduce-scatters counted
     fsdp.figures.holdings(held, param_bytes)
-    fsdp.exercises.check_windows(train_windows)
+    fsdp.zero.paper_step(model, x, y, lr=1e-3)        # the ZeRO paper's stage-1/2 step (counted in the lab)
+    fsdp.exercises.check_hsdp_windows(train_windows)
 
 Modules (each loaded on first use, so ranks import only what they need):
 
@@ -19,6 +20,7 @@ Modules (each loaded on first use, so ranks import only what they need):
   between the micro-steps of an unchanged loop;
 - ``traffic``: collectives per kind, bytes sent on a ring, simulated time on a link (overlapping
   the compute, with ``lab_utils.overlap``);
+- ``zero``: one step as the ZeRO paper's stages 1 and 2 move it (reduce-scatter, all-gather);
 - ``refusal``: the installed Accelerate's own source for why ``LocalSGD`` refuses FSDP;
 - ``figures``: the lab's plotly figures;
 - ``exercises``: the graders of the lab's exercises.
@@ -27,7 +29,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 import importlib
 from types import ModuleType
 
-__all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload"]
+__all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload", "zero"]
 
 
 def __getattr__(name: str) -> ModuleType:

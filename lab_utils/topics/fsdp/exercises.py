@@ -1,22 +1,25 @@
-"""Graders of lab 7's exercises; each runs the student's code on 2 real ranks under FSDP2.
+"""Graders of lab 7's exercises; each runs the student's code on real ranks under FSDP2.
 
     from lab_utils.topics.fsdp import exercises
-    exercises.check_windows(train_windows)          # ○ not attempted / ✓ / ✗ with a hint
-    exercises.check_rank_bytes(predict_rank_bytes)
-    exercises.check_fewer_gathers(update_fewer_gathers)
+    exercises.check_rank_bytes(predict_rank_bytes)   # ○ not attempted / ✓ / ✗ with a hint
+    exercises.check_fewer_gathers(update_fewer_gathers)   # 2 ranks, FSDP2
+    exercises.check_hsdp_windows(train_windows)            # 4 ranks, HSDP 2 x 2
 
-Every grader shards its own small model (each block, then the root), computes its own reference
-(one process, one large batch per update) and measures the student's code with instruments
-attached from outside (counted collectives, the bytes each rank holds).
+Every grader shards its own small model, computes its own reference (one process, one large
+batch per update) and measures the student's code with instruments attached from outside
+(counted collectives, the bytes each rank holds, and the gradient each optimizer step was given,
+read by a wrapper around the optimizer: a wrong accumulation is a wrong gradient, which the
+parameters after AdamW would show only through its epsilon).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
@@ -26,15 +29,42 @@ from lab_utils.comm import CommCounter
 from lab_utils.launch import launch
 from lab_utils.topics.fsdp import holdings, traffic, workload
 
-__all__ = ["check_windows", "check_rank_bytes", "check_fewer_gathers", "uneven_model"]
+__all__ = ["check_rank_bytes", "check_fewer_gathers", "check_hsdp_windows", "uneven_model", "RecordingOptimizer"]
 
 WORLD, WIDTH, DEPTH, K, UPDATES, MB, LR = 2, 16, 2, 3, 2, 2, 1e-2
+HSDP = (2, 2)  # replicas x shards: 4 ranks
 TOL = 1e-10  # float64: the same sums in another order
 BACKEND = "gloo"  # the runs shard over a CPU device mesh, so gloo even where every rank has a GPU
 
 
-def _sharded(net: nn.Module, reshard_after_forward: bool = True) -> nn.Module:
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+class RecordingOptimizer:
+    """Wraps an optimizer: each ``step()`` first keeps a copy of this rank's local gradient shards
+    (``grads``: one list per step, no communication), then steps."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, model: nn.Module):
+        self.optimizer, self.params = optimizer, list(model.parameters())
+        self.grads: list[list[torch.Tensor | None]] = []
+
+    def step(self, *args, **kwargs):
+        local = [None if p.grad is None else _local(p.grad).detach().clone() for p in self.params]
+        self.grads.append(local)
+        return self.optimizer.step(*args, **kwargs)
+
+    def zero_grad(self, *args, **kwargs):
+        return self.optimizer.zero_grad(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.optimizer, name)
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
+    shape = tuple(mesh_shape or (dist.get_world_size(),))
+    names = ("replicate", "shard") if len(shape) == 2 else None
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for child in net.children():
         if any(True for _ in child.parameters()):
             fully_shard(child, mesh=mesh, reshard_after_forward=reshard_after_forward)
@@ -42,24 +72,31 @@ def _sharded(net: nn.Module, reshard_after_forward: bool = True) -> nn.Module:
     return net
 
 
-def _data() -> tuple[torch.Tensor, torch.Tensor]:
-    return workload.dataset(UPDATES * WORLD * K * MB, WIDTH)
+def _data(world: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return workload.dataset(UPDATES * world * K * MB, WIDTH)
 
 
-def _reference() -> torch.Tensor:
-    x, y = _data()
-    return workload.large_batch_reference(
-        list(zip(x.chunk(UPDATES), y.chunk(UPDATES))), width=WIDTH, depth=DEPTH, lr=LR
-    )
+def _reference_grads(world: int) -> list[list[torch.Tensor]]:
+    """One process, one large batch per update (AdamW between them): each update's gradient, per parameter."""
+    net = workload.model(WIDTH, DEPTH)
+    opt = torch.optim.AdamW(net.parameters(), lr=LR)
+    x, y = _data(world)
+    out = []
+    for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES)):
+        opt.zero_grad()
+        F.mse_loss(net(xs), ys).backward()
+        out.append([p.grad.detach().clone() for p in net.parameters()])
+        opt.step()
+    return out
 
 
-def _train(update: Callable[..., None], per_update: bool) -> dict[str, Any]:
+def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[int] | None = None) -> dict[str, Any]:
     """The student's loop on this rank's micro-batches: all K x UPDATES of them in one call
-    (``per_update=False``), or one call per update with its K micro-batches."""
+    (``per_update=False``, with k), or one call per update with its K micro-batches."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    model = _sharded(workload.model(WIDTH, DEPTH))
-    opt = torch.optim.AdamW(model.parameters(), lr=LR)
-    x, y = _data()
+    model = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
+    opt = RecordingOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), model)
+    x, y = _data(world)
     windows = [
         workload.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
         for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES))
@@ -72,37 +109,44 @@ def _train(update: Callable[..., None], per_update: bool) -> dict[str, Any]:
                 counter.mark_step()
         else:
             update(model, opt, [mb for w in windows for mb in w], K)
+    shards = mesh_shape[-1] if mesh_shape else world
     return {
         "ops": traffic.per_op(counter.events),
-        "per_step": counter.summary()["per_step"],
         "left_unsharded": holdings.unsharded_param_bytes(model),
-        "params": workload.flat_params(model),
+        "grads": opt.grads,
+        "shard": rank % shards,
+        "shards": shards,
     }
 
 
-def _gap(got: list[dict[str, Any]]) -> float:
-    return (got[0]["params"] - _reference()).abs().max().item()
+def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
+    """None when every optimizer step saw the large-batch gradient; else what was wrong."""
+    ref = _reference_grads(world)
+    steps = len(got[0]["grads"])
+    if steps != UPDATES:
+        return f"the optimizer stepped {steps} times in {UPDATES} updates of {K} micro-batches: step once per update"
+    worst, ratio = 0.0, 1.0
+    for r in got:
+        for mine, want in zip(r["grads"], ref):
+            for g, w in zip(mine, want):
+                w_local = w.chunk(r["shards"], dim=0)[r["shard"]]
+                if g is None:
+                    return "a parameter had no gradient when the optimizer stepped: zero_grad before step?"
+                gap = (g - w_local).abs().max().item()
+                if gap > worst:
+                    worst, ratio = gap, (g.norm() / w_local.norm()).item()
+    if worst <= TOL:
+        return None
+    why = f"the gradient the optimizer stepped with is {worst:.1e} away from the large batch's"
+    if abs(ratio - K) < 1e-6:
+        why += f" ({K} times too large: divide each micro-step's loss by k={K})"
+    elif ratio < 1 - 1e-6:
+        why += f" (its norm {ratio:.2f} of the large batch's: some micro-steps' gradients never reached it)"
+    return why
 
 
 @grader(
-    "Exercise 1 · accumulate over windows under FSDP2",
-    hint="reread section 2: gradient sync off for the first k - 1 micro-steps of each window and on for "
-    "its last one; each loss divided by k; one optimizer step (and zero_grad) per window",
-)
-def check_windows(train_windows: Callable[..., None]) -> str:
-    got = launch(_train, WORLD, args=(train_windows, False), backend=BACKEND, timeout=180)
-    rs = got[0]["ops"].get("reduce_scatter_single", {"count": 0})["count"]
-    assert rs == UPDATES * DEPTH, (
-        f"{K * UPDATES} micro-steps in windows of k={K}, {DEPTH} sharded blocks: measured {rs} reduce-scatters, "
-        f"expected {UPDATES * DEPTH} (one per block per window)"
-    )
-    gap = _gap(got)
-    assert gap <= TOL, f"after {UPDATES} windows the parameters are {gap:.1e} away from {UPDATES} large-batch steps"
-    return f"{rs} reduce-scatters for {K * UPDATES} micro-steps, large-batch parameters (max diff {gap:.0e})"
-
-
-@grader(
-    "Exercise 3 · fewer all-gathers while accumulating",
+    "Exercise 2 · fewer all-gathers while accumulating",
     hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
     "parameters are freed, and when gradients are synced? Leave the model as you found it",
 )
@@ -121,10 +165,36 @@ def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
         f"measured {ag['count']} all-gathers ({ag['bytes']:,} bytes) in {UPDATES} updates of {K} micro-steps; "
         f"gathering each block once per update is {UPDATES * param_bytes:,} bytes"
     )
-    gap = _gap(got)
-    assert gap <= TOL, f"the parameters are {gap:.1e} away from {UPDATES} large-batch steps"
+    why = _grad_gap(got, WORLD)
+    assert why is None, why
+    return f"{ag['count']} all-gathers instead of {2 * K * DEPTH * UPDATES}, the large-batch gradient at every step"
+
+
+@grader(
+    "Exercise 3 · HSDP: average across replicas once per window",
+    hint="reread section 4: set_requires_all_reduce(False) skips only the all-reduce across replica groups "
+    "(the reduce-scatter inside a group still runs); turn it on for the last micro-step of each window, divide "
+    "each loss by k, and step once per window",
+)
+def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
+    world = HSDP[0] * HSDP[1]
+    got = launch(_train, world, args=(train_windows, False, HSDP), backend=BACKEND, timeout=240)
+    ops = got[0]["ops"]
+    ar = ops.get("all_reduce", {"count": 0})["count"]
+    rs = ops.get("reduce_scatter_single", {"count": 0})["count"]
+    assert rs == UPDATES * K * DEPTH, (
+        f"measured {rs} reduce-scatters for {UPDATES * K} micro-steps of {DEPTH} blocks, expected one per block per "
+        "micro-step: set_requires_gradient_sync(False) skips them too, and each rank then holds unsharded gradients"
+    )
+    assert ar == UPDATES * DEPTH, (
+        f"measured {ar} all-reduces across replicas for {UPDATES} windows of {DEPTH} blocks; expected one per block "
+        "per window (on its last micro-step)"
+    )
+    why = _grad_gap(got, world)
+    assert why is None, why
     return (
-        f"{ag['count']} all-gathers instead of {2 * K * DEPTH * UPDATES}, large-batch parameters (max diff {gap:.0e})"
+        f"{world} ranks ({HSDP[0]} replicas x {HSDP[1]} shards): {rs} reduce-scatters, {ar} all-reduces, "
+        "the large-batch gradient at every window's step"
     )
 
 
@@ -144,7 +214,7 @@ def _measure_uneven() -> dict[str, int]:
 
 
 @grader(
-    "Exercise 2 · predict the bytes a rank holds",
+    "Exercise 1 · predict the bytes a rank holds",
     hint="reread section 1 and the prompt: how does torch.chunk cut 5 rows into 2 pieces, or 1 row? "
     "Gradients and AdamW's moments take the shape of the rank's local shard",
 )

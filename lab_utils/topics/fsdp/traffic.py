@@ -10,10 +10,11 @@
 Bytes as ``CommCounter`` records them: an all-reduce its buffer, an all-gather its gathered
 (full) output, a reduce-scatter this rank's output chunk. On a ring each rank sends
 ``2 (p-1)/p n`` for an all-reduce of ``n`` bytes, ``(p-1)/p n`` for an all-gather of ``n``
-gathered bytes and ``(p-1) c`` for a reduce-scatter of chunk ``c``: so an all-reduce costs one
-reduce-scatter plus one all-gather. The simulated time is ``lab_utils.simnet``'s alpha-beta
-model: ``simulated_seconds`` adds collectives one after another; ``update_seconds`` lets them
-overlap the compute with ``lab_utils.overlap`` (see its docstring for what it assumes).
+gathered bytes, ``(p-1) c`` for a reduce-scatter of chunk ``c`` (so an all-reduce costs one
+reduce-scatter plus one all-gather) and, on average, ``(p-1)/p n`` for a broadcast along a
+chain. The simulated time is ``lab_utils.simnet``'s alpha-beta model: ``simulated_seconds`` adds
+collectives one after another; ``update_seconds`` lets them overlap the compute with
+``lab_utils.overlap`` (see its docstring for what it assumes).
 """
 
 from __future__ import annotations
@@ -24,10 +25,7 @@ from typing import Any
 from lab_utils.overlap import Bucket, backward_with_comm
 from lab_utils.simnet import Link, collective_seconds, simulate
 
-__all__ = ["per_op", "sent_per_rank", "simulated_seconds", "micro_step_buckets", "update_seconds", "SIMNET_NAME"]
-
-# simnet names the collectives as the older torch.distributed functions; FSDP2 calls the *_single ones.
-SIMNET_NAME = {"all_gather_single": "all_gather_into_tensor", "reduce_scatter_single": "reduce_scatter_tensor"}
+__all__ = ["per_op", "sent_per_rank", "simulated_seconds", "micro_step_buckets", "update_seconds"]
 
 
 def _fields(e: Any) -> tuple[str, int, int]:
@@ -52,7 +50,9 @@ def _sent(op: str, nbytes: int, p: int) -> float:
         return (p - 1) / p * nbytes
     if op.startswith("reduce_scatter"):
         return (p - 1) * nbytes
-    raise ValueError(f"op={op!r}: sent_per_rank knows all_reduce, all_gather* and reduce_scatter*")
+    if op == "broadcast":  # a chain from the root: every rank but the last forwards n, (p-1)/p n on average
+        return (p - 1) / p * nbytes
+    raise ValueError(f"op={op!r}: sent_per_rank knows all_reduce, all_gather*, reduce_scatter* and broadcast")
 
 
 def sent_per_rank(events: Iterable[Any], *, world_size: int) -> float:
@@ -64,11 +64,7 @@ def sent_per_rank(events: Iterable[Any], *, world_size: int) -> float:
 
 def simulated_seconds(events: Iterable[Any], link: Link, *, world_size: int) -> list[float]:
     """Simulated communication seconds per step of ``events`` on ``link`` (simnet's model)."""
-    renamed = []
-    for e in events:
-        op, nbytes, step = _fields(e)
-        renamed.append({"op": SIMNET_NAME.get(op, op), "nbytes": nbytes, "step": step})
-    return simulate(renamed, link, world_size)
+    return simulate(events, link, world_size)
 
 
 def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, backward_s: float) -> list[Bucket]:
@@ -91,7 +87,7 @@ def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, b
             ready = forward_s + reduces * b
         else:
             raise ValueError(f"op={op!r}: an FSDP2 micro-step has all-gathers and reduce-scatters only")
-        out.append(Bucket(min(ready, forward_s + backward_s), nbytes, SIMNET_NAME.get(op, op)))
+        out.append(Bucket(min(ready, forward_s + backward_s), nbytes, op))
     return out
 
 
@@ -103,8 +99,9 @@ def update_seconds(
     ``micro_step_buckets`` makes them ready while the compute goes on
     (``lab_utils.overlap.backward_with_comm``), and ``"serial"``, the compute then every collective
     one after another. The overlapped model assumes a prefetched all-gather never stalls its block
-    (a late one only delays the end of the micro-step), so it is a bound from below, as ``serial``
-    is one from above."""
+    (a late one only delays the end of the micro-step) and queues every collective on one link in
+    one FIFO (NCCL uses separate streams for all-gathers and reduce-scatters): where communication
+    exceeds the compute it is a lower bound, as ``serial`` is one from above."""
     by_step: dict[int, list] = {}
     for e in events:
         by_step.setdefault(_fields(e)[2], []).append(e)

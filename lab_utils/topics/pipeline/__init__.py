@@ -14,9 +14,10 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``stages``: the model and data every run shares, ``split`` into stages (with boundaries), the
   shape check between stages, and the one-process large-batch reference;
 - ``timeline``: ``Recorder`` (hooks on a stage: each forward and backward, and what it saves),
-  the measured bubble, GPipe's formula, activations in flight;
-- ``traffic``: ``P2PCounter`` (bytes sent between stages, any loop or schedule) and simulated
-  link times for the pipeline and for DDP;
+  the measured bubble and where its idle time went (``idle_split``), GPipe's formula;
+- ``live``: the bytes held for backward as a schedule runs (the Recorder's meter), and their peak;
+- ``traffic``: ``P2PCounter`` (every send and receive between stages, its bytes and when it was
+  posted and waited on, any loop or schedule) and simulated link times for the pipeline and DDP;
 - ``runs``: the rank-side harness (``measure``, ``measure_interleaved``: they record the step
   functions and stage wrappers the lab's cells define), DDP's bytes for the same model;
 - ``watch``: ``naming_stages()``, which turns a hang's timeout into an error naming the stage,
@@ -28,7 +29,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 import importlib
 from types import ModuleType
 
-__all__ = ["exercises", "figures", "runs", "stages", "timeline", "traffic", "watch"]
+__all__ = ["exercises", "figures", "live", "runs", "stages", "timeline", "traffic", "watch"]
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -3,6 +3,7 @@
 from lab_utils.topics.pipeline import figures
 figures.timeline(events_per_stage, title="GPipe, p = 2, m = 4")   # stage x time, by micro-batch
 figures.timelines({"GPipe": ev1, "1F1B": ev2})                    # side by side, one row each
+figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked"}: p = 2, more work per piece
 figures.bubble(rows)            # rows: {"p", "m", "measured", "formula"}
 figures.memory({"GPipe": [b0, b1], "1F1B": [...]})                # bytes in flight per stage
 figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (simulated)
@@ -19,7 +20,7 @@ from lab_utils.memory import fmt_bytes
 from lab_utils.plots import PALETTE, simulated, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
-__all__ = ["timeline", "timelines", "bubble", "memory", "traffic"]
+__all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
 
 
 def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, label: str) -> list[go.Bar]:
@@ -72,6 +73,45 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: st
     return fig
 
 
+def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
+    """Measured idle fraction and the part of it blocked in send / recv (stamped), against the work
+    per piece (ms, log axis); the formula's bubble as a dashed line."""
+    xs = [r["piece_ms"] for r in rows]
+    fig = go.Figure(
+        [
+            go.Scatter(
+                x=xs,
+                y=[r["measured"] for r in rows],
+                mode="lines+markers",
+                name="measured idle",
+                marker=dict(size=10, color=PALETTE[0]),
+            ),
+            go.Scatter(
+                x=xs,
+                y=[r["blocked"] for r in rows],
+                mode="lines+markers",
+                name="blocked in send / recv",
+                marker=dict(size=8, color=PALETTE[1]),
+            ),
+            go.Scatter(
+                x=[min(xs), max(xs)],
+                y=[formula_value] * 2,
+                mode="lines",
+                name="(p-1)/(m+p-1)",
+                line=dict(dash="dash", color="gray"),
+            ),
+        ]
+    )
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero")
+    return style(
+        fig,
+        title="the bubble approaches the formula as work per micro-batch grows (measured)",
+        xaxis="compute per forward or backward (ms, log)",
+        yaxis="idle",
+    )
+
+
 def bubble(rows: Sequence[Mapping]) -> go.Figure:
     """Measured idle fraction (markers) against (p - 1) / (m + p - 1) (lines), per p, over m."""
     fig = go.Figure()
@@ -102,11 +142,11 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
     return style(fig, title="the bubble: idle fraction of the stages", xaxis="micro-batches m", yaxis="idle")
 
 
-def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
-    """Most activation bytes each stage held for backward at once, per schedule (derived: measured
-    bytes per forward, combined with the recorded order by ``timeline.in_flight``)."""
+def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
+    """Most activation bytes each stage held for backward at once, per schedule (measured live by
+    ``timeline.Recorder``: ``runs.measure``'s ``live_peak``)."""
     fig = go.Figure()
-    for i, (name, per_stage) in enumerate(in_flight.items()):
+    for i, (name, per_stage) in enumerate(held.items()):
         fig.add_trace(
             go.Bar(
                 x=[f"stage {s}" for s in range(len(per_stage))],
@@ -120,7 +160,7 @@ def memory(in_flight: Mapping[str, Sequence[int]]) -> go.Figure:
     fig.update_layout(barmode="group")
     return style(
         fig,
-        title="activations kept for backward, at the worst moment (derived from measured bytes and order)",
+        title="activations held for backward, at the worst moment (measured live)",
         yaxis="MiB",
     )
 

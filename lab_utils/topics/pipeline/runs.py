@@ -38,7 +38,6 @@ __all__ = [
     "ChunksStepFn",
     "this_stage",
     "measure",
-    "check_schedule",
     "measure_interleaved",
     "ddp_bytes",
 ]
@@ -86,38 +85,30 @@ def measure(
             with traffic.P2PCounter():  # counted only so that a hang here can be named (watch)
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
-        events = []
+        events, live = [], []
         for _ in range(repeats):
             stage.zero_grad(set_to_none=True)
             dist.barrier()  # every rank's clock starts here
             _phase(rank, "step")
-            with timeline.Recorder(stage, rank) as rec, traffic.P2PCounter() as sent, CallCounter(stage) as calls:
+            with (
+                timeline.Recorder(stage, rank) as rec,
+                traffic.P2PCounter(rec.start) as sent,
+                CallCounter(stage) as calls,
+            ):
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
             events.append([e.as_dict() for e in rec.events])
+            live.append(rec.live.peak)
         out["runs"][m] = {
             "events": events,
-            "messages": [vars(msg) for msg in sent.messages],
+            "live_peak": live,  # per repeat: the most bytes held for backward at once (measured live)
+            "messages": [vars(msg) for msg in sent.messages],  # start / end on the events' clock
             "grads": stages.flat_grads(stage).cpu(),
             "forward_calls": sum(calls.forward.values()),
             "recomputed": sum(calls.recomputed.values()),
         }
     dist.barrier()
     return out
-
-
-def check_schedule(kind: str, m: int, p: int) -> None:
-    """Raise ValueError, saying what to change, when schedule ``kind`` cannot run m micro-batches
-    on p stages (before any rank starts, so nothing waits on a peer that gave up)."""
-    if kind not in ("GPipe", "1F1B"):
-        raise ValueError(f"kind={kind!r}: choose 'GPipe' or '1F1B'")
-    if m < 1 or p < 1:
-        raise ValueError(f"m={m}, p={p}: need at least one micro-batch and one stage")
-    if kind == "1F1B" and m < p:
-        raise ValueError(
-            f"Schedule1F1B needs at least as many micro-batches as stages: m={m} < p={p}. "
-            f"Use m >= {p} (or ScheduleGPipe, which runs any m)."
-        )
 
 
 def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:

@@ -4,13 +4,15 @@
     rec = timeline.Recorder(stage, stage_index=rank)   # hooks on the stage module, nothing in the loop
     with rec:
         gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
-    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes), ...]
+    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
+    rec.live.peak       # the most bytes the stage held for backward at once (live.py), measured
     timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
     timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
 
 How it records. A forward is the time between the stage module's forward pre-hook and forward
-hook; inside it the saved-tensor meter (``lab_utils.memory``) counts what autograd keeps for this
-micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded).
+hook; inside it the saved-tensor meter (``live.LiveMeter``) counts what autograd keeps for this
+micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded),
+and keeps it counted in ``live`` until autograd frees it.
 A backward starts when the gradient of that forward's output arrives (a tensor hook on the
 output) and ends when the last parameter of the stage has received its gradient (post-accumulate
 hooks). The micro-batch number of a backward is that of its forward, so any order (GPipe, 1F1B)
@@ -27,9 +29,9 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from lab_utils.memory import SavedTensorMeter
 from lab_utils.overlap import Bucket, backward_with_comm
 from lab_utils.simnet import Link
+from lab_utils.topics.pipeline.live import LiveBytes, LiveMeter
 
 __all__ = [
     "Event",
@@ -41,8 +43,9 @@ __all__ = [
     "median_bubble",
     "formula",
     "busy_seconds",
-    "in_flight",
     "order",
+    "Idle",
+    "idle_split",
 ]
 
 
@@ -56,13 +59,17 @@ class Event:
     start: float
     end: float
     saved_bytes: int = 0
+    live_bytes: int = 0  # bytes the stage held for backward (all micro-batches) when this piece ended
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
 class Recorder:
-    """Context manager: records every forward and backward of ``stage`` (an nn.Module) as Events."""
+    """Context manager: records every forward and backward of ``stage`` (an nn.Module) as Events.
+
+    ``live``: the bytes the stage holds for backward over the whole block (``live.peak``: the
+    most at once), measured while the schedule runs (each Event's ``live_bytes``: at its end)."""
 
     def __init__(self, stage: nn.Module, stage_index: int, *, measure_saved: bool = True):
         self.stage, self.index, self.measure_saved = stage, stage_index, measure_saved
@@ -79,10 +86,12 @@ class Recorder:
         self._open: dict | None = None  # the forward running now
         self._pending: list[tuple[int, float]] = []  # backwards started, not yet finished
         self._accumulated = 0
+        self.live = LiveBytes()
 
     def restart(self) -> None:
         """Forget the events and count micro-batches from 0 again; times from now on."""
         self.events, self._n_forward, self._pending, self._accumulated = [], 0, [], 0
+        self.live.peak = self.live.now
         self.start = time.perf_counter()
 
     def _now(self) -> float:
@@ -94,7 +103,7 @@ class Recorder:
         # The data a stage is given without a gradient (the batch, on stage 0) is not an
         # activation of this stage: it lives anyway, and views of it would count the whole batch.
         data = [a for a in args if isinstance(a, torch.Tensor) and not a.requires_grad]
-        meter = SavedTensorMeter(None, exclude=self.params + data) if self.measure_saved else None
+        meter = LiveMeter(self.live, self.params + data) if self.measure_saved else None
         if meter is not None:
             meter.__enter__()
         self._open = {"t0": self._now(), "meter": meter, "mb": self._n_forward}
@@ -109,7 +118,7 @@ class Recorder:
         if o["meter"] is not None:
             o["meter"].__exit__(None, None, None)
             saved = o["meter"].total_bytes
-        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), saved))
+        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), saved, self.live.now))
         out = output[0] if isinstance(output, (tuple, list)) else output
         if isinstance(out, torch.Tensor) and out.requires_grad:
             mb = o["mb"]
@@ -122,7 +131,7 @@ class Recorder:
         self._accumulated += 1
         if self._accumulated == len(self.params) and self._pending:
             mb, t0 = self._pending.pop(0)
-            self.events.append(Event(self.index, "B", mb, t0, self._now()))
+            self.events.append(Event(self.index, "B", mb, t0, self._now(), 0, self.live.now))
             self._accumulated = 0
 
     def __enter__(self) -> Recorder:
@@ -242,14 +251,39 @@ def order(events: Iterable[Event | dict]) -> list[str]:
     return [f"{e.kind}{e.micro_batch}" for e in sorted(as_events(events), key=lambda e: e.start)]
 
 
-def in_flight(events: Iterable[Event | dict]) -> int:
-    """Most bytes one stage held for backward at once: the saved bytes of every micro-batch whose
-    forward has run and whose backward has not, at the worst moment (measured bytes per forward,
-    measured order)."""
-    evs = sorted(as_events(events), key=lambda e: e.start)
-    saved = {e.micro_batch: e.saved_bytes for e in evs if e.kind == "F"}
-    live = peak = 0
-    for e in evs:
-        live += saved[e.micro_batch] if e.kind == "F" else -saved.get(e.micro_batch, 0)
-        peak = max(peak, live)
-    return peak
+@dataclass(frozen=True)
+class Idle:
+    """Where one step's idle time went, as fractions of p x the step (``bubble``'s denominator):
+    ``measured`` idle in all; ``blocked``: inside a send or receive (from the P2P counter's stamps:
+    waiting for a peer that is still computing, and the message itself); ``between``: neither
+    computing nor in a send or receive (Python between pieces, descheduled by the OS)."""
+
+    measured: float
+    blocked: float
+
+    @property
+    def between(self) -> float:
+        return self.measured - self.blocked
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def idle_split(runs_per_stage: Sequence[dict], repeat: int = -1) -> Idle:
+    """``Idle`` of one recorded step (``runs.measure``'s ``runs[m]`` of every rank; the messages
+    are those of the last repeat, so ``repeat`` defaults to it). Blocked time is the union of each
+    stage's stamped send and receive intervals, clipped to the step."""
+    evs = [r["events"][repeat] for r in runs_per_stage]
+    t0 = min(e["start"] if isinstance(e, dict) else e.start for ev in evs for e in ev)
+    t1 = t0 + span(evs)
+    blocked = 0.0
+    for r in runs_per_stage:
+        spans = [(max(m["start"], t0), min(m["end"], t1)) for m in r["messages"] if m.get("end") is not None]
+        blocked += _union([(a, b) for a, b in spans if b > a])
+    return Idle(bubble(evs), blocked / (len(evs) * (t1 - t0)))

@@ -18,6 +18,7 @@ import datetime
 import functools
 import os
 import sys
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -38,12 +39,19 @@ _OPS = ("isend", "irecv")
 _DIST_DIR = os.path.dirname(dist.__file__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Message:
     op: str  # "send" or "recv" (isend / irecv count as send / recv)
     peer: int
     nbytes: int
     caller: str = ""  # the file whose code called the send or receive (torch's own schedules included)
+    start: float = 0.0  # seconds after the counter's origin: when the op was posted
+    end: float | None = None  # when its wait() returned (None: nobody waited on it through the counter)
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds from posting the op to the end of its wait (0 when it was never waited on)."""
+        return 0.0 if self.end is None else self.end - self.start
 
 
 def _caller() -> str:
@@ -65,10 +73,15 @@ def _peer(op: str, args: tuple, kwargs: dict) -> int:
 class P2PCounter:
     """Context manager recording every point-to-point message of this rank: ``messages`` (each
     with the file whose code called ``dist.send`` / ``isend`` / ...: a hand-written loop's, or
-    torch's schedule's), ``bytes_sent``, ``bytes_received`` and ``bytes_to`` (per destination)."""
+    torch's schedule's), ``bytes_sent``, ``bytes_received`` and ``bytes_to`` (per destination).
 
-    def __init__(self) -> None:
+    ``origin`` (a ``time.perf_counter()`` value, e.g. a ``timeline.Recorder``'s ``start``) sets the
+    clock of each message's ``start`` and ``end``: a blocking ``dist.send`` / ``dist.recv`` is
+    blocked from ``start`` to ``end``."""
+
+    def __init__(self, origin: float | None = None) -> None:
         self.messages: list[Message] = []
+        self.origin = time.perf_counter() if origin is None else origin
         self._saved: list[tuple[object, str, object]] = []
 
     def _wrap(self, op: str, fn):
@@ -76,15 +89,17 @@ class P2PCounter:
         def counted(tensor: torch.Tensor, *args, **kwargs):
             kind = "send" if op == "isend" else "recv"
             peer = _peer(op, (tensor, *args), kwargs)
-            self.messages.append(Message(kind, peer, tensor.numel() * tensor.element_size(), _caller()))
+            msg = Message(kind, peer, tensor.numel() * tensor.element_size(), _caller(), self._now())
+            self.messages.append(msg)
             st = watch.status(dist.get_rank())
-            if st is None:
-                return fn(tensor, *args, **kwargs)
-            index = st.message(kind, peer)  # inside watch.naming_stages: a hang can name this op
+            index = st.message(kind, peer) if st is not None else -1  # inside watch.naming_stages
             work = fn(tensor, *args, **kwargs)
-            return _Watched(work, st, index) if work is not None else None
+            return _Watched(work, st, index, msg, self._now) if work is not None else None
 
         return counted
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.origin
 
     def __enter__(self) -> P2PCounter:
         for op in _OPS:
@@ -118,21 +133,24 @@ class P2PCounter:
 
 
 class _Watched:
-    """A ``Work`` whose ``wait()`` marks its message completed in the stage's status, and gives up
-    with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
+    """A ``Work`` whose ``wait()`` stamps its message's ``end``, marks it completed in the stage's
+    status (inside ``watch.naming_stages``) and gives up with ``watch.StageStalled`` after the
+    status's ``stall_s`` (when set)."""
 
-    def __init__(self, work, status, index: int):
-        self._work, self._status, self._index = work, status, index
+    def __init__(self, work, status, index: int, msg: Message, now):
+        self._work, self._status, self._index, self._msg, self._now = work, status, index, msg, now
 
     def wait(self, *args, **kwargs):
-        if args or kwargs or self._status.stall_s is None:
+        if args or kwargs or self._status is None or self._status.stall_s is None:
             out = self._work.wait(*args, **kwargs)
         else:
             try:
                 out = self._work.wait(datetime.timedelta(seconds=self._status.stall_s))
             except RuntimeError:
                 raise self._status.stalled(dist.get_world_size()) from None
-        self._status.completed(self._index)
+        self._msg.end = self._now()
+        if self._status is not None:
+            self._status.completed(self._index)
         return out
 
     def __getattr__(self, name):

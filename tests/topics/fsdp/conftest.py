@@ -13,7 +13,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from lab_utils import CommCounter, launch
-from lab_utils.topics.fsdp import holdings, traffic, workload
+from lab_utils.topics.fsdp import holdings, traffic, workload, zero
 
 WIDTH, DEPTH, K = 8, 2, 3
 PARAM_BYTES = DEPTH * (WIDTH * WIDTH + WIDTH) * 8
@@ -57,6 +57,11 @@ def _all() -> dict:
     loss.backward()
     out["gathered_after_backward"] = holdings.unsharded_param_bytes(kept)
     out["plain_grads"] = holdings.held_grad_bytes(workload.model(WIDTH, DEPTH))
+    paper = workload.model(WIDTH, DEPTH)
+    counter = CommCounter()
+    with counter.track():
+        zero.paper_step(paper, *(t.chunk(world)[rank] for t in (x, y)), lr=1e-2)
+    out["paper"] = {"params": workload.flat_params(paper), "per_op": traffic.per_op(counter.events)}
     return out
 
 

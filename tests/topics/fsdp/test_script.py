@@ -17,12 +17,13 @@ SCRIPT = Path(__file__).resolve().parents[3] / "labs" / "scripts" / "fsdp_accumu
 def test_take_home_script_under_torchrun(tmp_path):
     out = tmp_path / "result.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(SCRIPT)]
-    cmd += ["--steps", "2", "--k", "3", "--width", "16", "--depth", "2", "--out", str(out)]
+    cmd += ["--steps", "2", "--k", "3", "--width", "16", "--depth", "2", "--gather-once", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(out.read_text())
     assert r["world_size"] == 2 and r["k"] == 3 and len(r["losses"]) == 2
     assert r["reduce_scatters_per_update"] == 2  # one per block on the last micro-step (3 x 2 if every one synced)
+    assert r["all_gathers_per_update"] == 2  # --gather-once: each block once per update (2 x 3 x 2 without)
     assert r["block_forwards_per_micro_step"] == [2, 2]  # forward + recompute: every block checkpointed
     assert r["param_bytes_per_rank"] == [r["param_bytes"] // 2] * 2 == [(16 * 16 + 16) * 8] * 2
     assert r["max_diff_vs_large_batch"] <= 1e-10

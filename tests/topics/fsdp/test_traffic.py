@@ -32,8 +32,10 @@ def test_per_op_and_ring_bytes_by_hand():
     # 4 ranks: all-reduce 2 * 3/4 * 1000; all-gather 3/4 * 1000; reduce-scatter of 250-byte chunks 3 * 250
     assert traffic.sent_per_rank(events[:1], world_size=4) == 1500
     assert traffic.sent_per_rank(events[1:], world_size=4) == 750 + 750  # = one all-reduce
-    with pytest.raises(ValueError, match="op='broadcast'"):
-        traffic.sent_per_rank([{"op": "broadcast", "nbytes": 1, "step": 0}], world_size=2)
+    # a broadcast along a chain: every rank but the last forwards it, 3/4 of 1000 on average
+    assert traffic.sent_per_rank([{"op": "broadcast", "nbytes": 1000, "step": 0}], world_size=4) == 750
+    with pytest.raises(ValueError, match="op='gossip'"):
+        traffic.sent_per_rank([{"op": "gossip", "nbytes": 1, "step": 0}], world_size=2)
 
 
 def test_simulated_seconds_use_simnet_under_its_names():
@@ -74,9 +76,9 @@ def _micro(step, rs=True):
 
 def test_micro_step_buckets_prefetch_gathers_and_ready_scatters_after_each_block():
     buckets = traffic.micro_step_buckets(_micro(0), depth=2, forward_s=2.0, backward_s=4.0)
-    assert [b.op for b in buckets] == ["all_gather_into_tensor"] * 3 + ["reduce_scatter_tensor"] + [
-        "all_gather_into_tensor",
-        "reduce_scatter_tensor",
+    assert [b.op for b in buckets] == ["all_gather_single"] * 3 + ["reduce_scatter_single"] + [
+        "all_gather_single",
+        "reduce_scatter_single",
     ]
     # forward blocks 1 s each, backward 2 s each: gathers one block ahead, scatters at each block's end
     assert [b.ready_s for b in buckets] == pytest.approx([0.0, 0.0, 2.0, 4.0, 2.0, 6.0])

@@ -24,13 +24,11 @@ class Checkpointed(nn.Module):
 
 def torch_step(kind: str) -> runs.StepFn:
     """A step function running torch's ScheduleGPipe or Schedule1F1B on this rank's stage."""
-    runs.check_schedule(kind, 1 if kind == "GPipe" else 10**9, 1)
 
     def step(stage, inputs, targets):
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
         rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
-        runs.check_schedule(kind, m, p)
         act_in = inputs[0].detach().clone().requires_grad_(rank > 0)
         act_out = inputs[0].detach().clone().requires_grad_()
         pstage = PipelineStage(stage, rank, p, act_in.device, input_args=act_in, output_args=act_out)

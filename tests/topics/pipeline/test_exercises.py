@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.pipeline import exercises, stages
 from tests.conftest import graded_fail
 from tests.topics.pipeline.schedules import torch_step
@@ -107,18 +107,69 @@ def middle_keeps_it(stage, inputs, targets):
             dist.send(x.grad, dst=rank - 1)
 
 
+def reverse_drain(stage, inputs, targets):
+    """A fill-drain whose drain runs the last micro-batch first: the same gradient, bubble and memory."""
+    rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
+    received, outputs = [], []
+    for x, t in zip(inputs, targets):
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, src=rank - 1)
+            x.requires_grad_()
+        y = stage(x)
+        if rank == p - 1:
+            y = F.mse_loss(y, t) / m
+        else:
+            dist.send(y.detach(), dst=rank + 1)
+        received.append(x)
+        outputs.append(y)
+    for x, y in reversed(list(zip(received, outputs))):
+        if rank == p - 1:
+            y.backward()
+        else:
+            g = torch.empty_like(y)
+            dist.recv(g, src=rank + 1)
+            y.backward(g)
+        if rank > 0:
+            dist.send(x.grad, dst=rank - 1)
+
+
 def stub_step(stage, inputs, targets):
     raise NotImplementedError()
 
 
 def bubble_only(p, batch, bytes_per_sample, budget, max_bubble):
-    """Forgets the memory budget: the smallest m for the bubble alone."""
-    return next(m for m in range(1, batch + 1) if batch % m == 0 and (p - 1) / (m + p - 1) <= max_bubble)
+    """Forgets the memory budget: the smallest m (>= p) for the bubble alone."""
+    return next(m for m in range(p, batch + 1) if batch % m == 0 and (p - 1) / (m + p - 1) <= max_bubble)
+
+
+def from_one(p, batch, bytes_per_sample, budget, max_bubble):
+    """Forgets that 1F1B needs m >= p: starts at m = 1."""
+    for m in range(1, batch + 1):
+        if (
+            batch % m == 0
+            and (p - 1) / (m + p - 1) <= max_bubble
+            and min(m, p) * batch // m * bytes_per_sample <= budget
+        ):
+            return m
+    return None
+
+
+def strict_budget(p, batch, bytes_per_sample, budget, max_bubble):
+    """Right, except that an m filling the budget exactly (m = p, the whole batch in flight) is refused."""
+    for m in range(p, batch + 1):
+        if (
+            batch % m == 0
+            and (p - 1) / (m + p - 1) <= max_bubble
+            and min(m, p) * batch // m * bytes_per_sample < budget
+        ):
+            return m
+    return None
 
 
 def gpipe_memory(p, batch, bytes_per_sample, budget, max_bubble):
     """Counts GPipe's activations (all m micro-batches = the whole batch) instead of 1F1B's."""
-    for m in range(1, batch + 1):
+    for m in range(p, batch + 1):
         if batch % m == 0 and (p - 1) / (m + p - 1) <= max_bubble and batch * bytes_per_sample <= budget:
             return m
     return None
@@ -153,14 +204,21 @@ def test_fill_drain_rejects_1f1b_order():
     graded_fail(
         exercises.check_fill_drain,
         one_f_one_b,
-        match=f"{FAILED} Exercise 1.*GPipe runs every forward, then every backward",
+        match=f"{FAILED} Exercise 1.*GPipe runs every forward .*then every backward",
     )
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_accepts_a_reverse_order_drain(capsys):
+    assert exercises.check_fill_drain(reverse_drain) == PASSED
+    assert "held for backward at the worst moment (measured live)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_a_middle_stage_that_does_not_send(monkeypatch):
-    monkeypatch.setattr(exercises, "STALL_S", 2.0)  # the stuck stage gives up after 2 s of waiting
+    monkeypatch.setattr(exercises, "STALL_S", 6.0)  # 2 s misfired beside a busy machine: a slow peer
     err = graded_fail(exercises.check_fill_drain, middle_keeps_it, match=f"{FAILED} Exercise 1.*still waiting")
     # the hang is named: the last stage waits for activations the middle stage never sends
     assert "stage 2 is blocked in a receive from stage 1 (the activations of micro-batch 0)" in err
@@ -173,13 +231,24 @@ def test_fill_drain_stub_on_ranks_is_not_attempted():
     assert exercises.check_fill_drain(stub_step) == NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong", [bubble_only, gpipe_memory])
-def test_choose_m_catches_a_forgotten_limit(wrong):
-    graded_fail(exercises.check_choose_m, wrong, match=f"{FAILED} Exercise 2.*the smallest m meeting both")
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        (bubble_only, "held .* on stage 0 \\(budget"),  # its m, run as 1F1B, broke the budget
+        (gpipe_memory, "m=8 meets both \\(measured under 1F1B"),  # a larger m than needed, or None
+        (from_one, "m=1, which torch's Schedule1F1B cannot run"),
+        (strict_budget, "you chose m=4; m=2 meets both"),  # m = p fills the budget exactly
+    ],
+    ids=["bubble-only", "gpipe-memory", "m-from-1", "strict-budget"],
+)
+def test_choose_m_grades_the_measured_run(wrong, match):
+    graded_fail(exercises.check_choose_m, wrong, match=f"{FAILED} Exercise 3.*{match}")
 
 
 def test_balance_catches_the_even_split():
-    graded_fail(exercises.check_balance, even_split, match=f"{FAILED} Exercise 3.*the best split leaves")
+    graded_fail(exercises.check_balance, even_split, match=f"{FAILED} Exercise 2.*the best split leaves")
 
 
 @pytest.mark.parametrize(
@@ -199,5 +268,6 @@ def test_references_agree_with_brute_force():
     assert exercises.best_split([1, 1, 1, 1, 10, 1], 2) == 11
     assert exercises.best_split([2, 2, 2, 2], 4) == 2
     assert exercises._reference_m(2, 64, 1.0, 64.0, 0.25) == 4
+    assert exercises._reference_m(2, 64, 1.0, 64.0, 0.5) == 2  # m >= p, though m = 1 meets the bubble
     assert exercises._reference_m(2, 64, 1.0, 0.5, 0.5) is None
     assert "_reference_m" not in exercises.__all__

@@ -41,3 +41,10 @@ def test_memory_and_traffic():
     fig = figures.traffic({"1GbE": {"pipeline": 0.5, "DDP": 0.25}})
     assert [tr.name for tr in fig.data] == ["pipeline", "DDP"] and fig.data[1].y[0] == 250.0
     assert "simulated" in fig.layout.title.text
+
+
+def test_work_draws_measured_blocked_and_the_formula():
+    rows = [{"piece_ms": 1.0, "measured": 0.9, "blocked": 0.8}, {"piece_ms": 10.0, "measured": 0.3, "blocked": 0.2}]
+    measured, blocked, line = figures.work(rows, 0.2).data
+    assert list(measured.y) == [0.9, 0.3] and list(blocked.y) == [0.8, 0.2] and list(line.y) == [0.2, 0.2]
+    assert list(measured.x) == [1.0, 10.0]

@@ -1,4 +1,4 @@
-"""timeline: the recorder on one process, the bubble, its replay, activations in flight."""
+"""timeline: the recorder on one process (order, saved and live bytes), the bubble, its replay."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, in_flight, order, replay
+from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, idle_split, order, replay
 from tests.topics.pipeline.schedules import Checkpointed
 
 
@@ -42,10 +42,7 @@ def test_records_the_order_and_what_each_forward_keeps():
     assert {e.saved_bytes for e in data.events if e.kind == "F"} == {4 * 8 * 8}
 
 
-def test_in_flight_follows_the_recorded_order():
-    per_mb = 2 * 4 * 8 * 8
-    assert in_flight(_run("FFFBBB", as_activation=True).events) == 3 * per_mb  # GPipe: all m
-    assert in_flight(_run("FBFBFB", as_activation=True).events) == per_mb  # one at a time
+def test_order_of_a_mixed_schedule():
     assert order(_run("FFBFBB", as_activation=True).events) == ["F0", "F1", "B0", "F2", "B1", "B2"]
 
 
@@ -118,3 +115,44 @@ def test_formula_and_bubble_refuse_nonsense():
         formula(0, 3)
     with pytest.raises(ValueError, match="one non-empty list"):
         bubble([[], []])
+
+
+def test_live_bytes_follow_the_schedule_and_fall_back_to_zero():
+    per_mb = 2 * 4 * 8 * 8
+    gpipe, one_by_one = _run("FFFBBB", as_activation=True), _run("FBFBFB", as_activation=True)
+    assert gpipe.live.peak == 3 * per_mb and one_by_one.live.peak == per_mb
+    assert gpipe.live.now == one_by_one.live.now == 0  # autograd freed every saved tensor
+    assert [e.live_bytes for e in one_by_one.events] == [per_mb, 0] * 3
+
+
+def test_live_bytes_see_a_graph_kept_longer_than_its_order_says():
+    """An order of one micro-batch at a time, whose graphs are kept: the meter sees all three held."""
+    stage = _stage()
+    kept = []
+    with Recorder(stage, 0) as rec:
+        for _ in range(3):
+            y = stage(torch.randn(4, 8, dtype=torch.float64, requires_grad=True))
+            y.sum().backward(retain_graph=True)  # the saved tensors stay with the graph
+            kept.append(y)
+    per_mb = 2 * 4 * 8 * 8
+    assert order(rec.events) == ["F0", "B0", "F1", "B1", "F2", "B2"] and rec.live.peak == 3 * per_mb
+    del kept, y
+    assert rec.live.now == 0
+
+
+def test_idle_split_takes_blocked_time_from_the_stamps():
+    # 2 stages, a 4 s step: stage 0 computes 0-1 and 3-4, stage 1 computes 1-3 and waits in recv 0-1
+    runs_ = [
+        {
+            "events": [[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
+            "messages": [{"start": 1.0, "end": 2.5}, {"start": 2.5, "end": None}],
+        },
+        {
+            "events": [[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
+            "messages": [{"start": 0.0, "end": 1.0}, {"start": 0.5, "end": 0.8}],
+        },
+    ]
+    idle = idle_split(runs_)
+    assert idle.measured == pytest.approx(1 - 4 / 8)
+    assert idle.blocked == pytest.approx((1.5 + 1.0) / 8)  # overlapping intervals counted once
+    assert idle.between == pytest.approx(idle.measured - idle.blocked)

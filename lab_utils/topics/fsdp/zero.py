@@ -1,0 +1,54 @@
+"""One data-parallel step as the ZeRO paper's stages 1 and 2 move it: reduce-scatter, step a slice, all-gather.
+
+    from lab_utils.topics.fsdp import zero
+    with counter.track():
+        zero.paper_step(model, x, y, lr=1e-3)   # on every rank: the same model, its own slice of the batch
+
+``torch.distributed.optim.ZeroRedundancyOptimizer`` shards the optimizer state too, but moves
+more: DDP's all-reduce of every gradient, then each rank broadcasts the parameters it stepped.
+Rajbhandari et al. 2020 (ZeRO) instead reduce-scatter the gradients (each rank receives the mean
+of its 1/W slice: all it needs to step its slice) and all-gather the updated parameters: on a
+ring, exactly the bytes of one all-reduce. This module runs that step on a flat copy of the
+parameters, so the collectives can be counted next to the two others. It keeps no optimizer
+state between calls (one step is what the lab counts).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = ["paper_step"]
+
+
+def paper_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float) -> None:
+    """One AdamW step of ``model`` (replicated on every rank) on this rank's ``(x, y)``: backward,
+    reduce-scatter of the flat gradient (the mean over ranks of this rank's slice), AdamW on the
+    slice, all-gather of the updated slices into every rank's parameters. Needs the number of
+    parameter elements to divide by the world size."""
+    world, rank = dist.get_world_size(), dist.get_rank()
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = sum(p.numel() for p in params)
+    if n % world:
+        raise ValueError(f"{n} parameter elements do not divide by world_size={world}: use a model whose size does")
+    model.zero_grad(set_to_none=True)
+    F.mse_loss(model(x), y).backward()
+    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
+    chunk = n // world
+    mine = torch.empty(chunk, dtype=flat_grad.dtype, device=flat_grad.device)
+    dist.reduce_scatter_single(mine, flat_grad)  # a sum: each rank gets its slice only
+    mine /= world
+    with torch.no_grad():
+        flat = torch.cat([p.reshape(-1) for p in params])
+    slice_ = nn.Parameter(flat[rank * chunk : (rank + 1) * chunk].clone())
+    slice_.grad = mine
+    torch.optim.AdamW([slice_], lr=lr).step()  # optimizer state: 2 x chunk elements on this rank
+    gathered = torch.empty(n, dtype=flat.dtype, device=flat.device)
+    dist.all_gather_single(gathered, slice_.detach())
+    with torch.no_grad():
+        offset = 0
+        for p in params:
+            p.copy_(gathered[offset : offset + p.numel()].view_as(p))
+            offset += p.numel()
