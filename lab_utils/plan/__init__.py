@@ -106,13 +106,13 @@ def candidates(shape: stepmem.Shape, hw: Hardware, *, local_sgd_h: tuple[int, ..
 
 def rank(plans: list[Plan]) -> list[Plan]:
     """Plans that fit first, fastest first (local SGD with a 10 % handicap, a choice: it changes
-    convergence); equal times go to the simpler plan (fewer micro-batches, less recompute, DDP
+    convergence); equal times go to the simpler plan (less recompute, fewer micro-batches, DDP
     before sharding). Plans that do not fit follow, smallest peak first."""
 
     def key(p: Plan) -> tuple:
         st = p.strategy
         handicap = LOCAL_SGD_HANDICAP if st.parallel == "local-sgd" else 1.0
-        simpler = (st.accumulation, model.CHECKPOINTING.index(st.checkpointing), model.PARALLEL.index(st.parallel))
+        simpler = (model.CHECKPOINTING.index(st.checkpointing), st.accumulation, model.PARALLEL.index(st.parallel))
         return (not p.fits, p.seconds * handicap if p.fits else p.memory.peak, *simpler)
 
     return sorted(plans, key=key)

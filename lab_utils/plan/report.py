@@ -19,7 +19,8 @@ MODELS: dict[str, str] = {
     "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
     "it exactly; the measured wall-clock bubble is near it",
-    "selective/offload": "lab 1's policies restated for these models: a model, not measured on them",
+    "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
+    "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
     "time": "overlap model, lab 3: within 2-7 % when communication dominates, 12-23 % optimistic when one "
     "all-reduce is comparable to the compute (real ranks, emulated link); FSDP's traffic 1.5 x DDP's (lab 7, "
     "counted exactly); local SGD averages once every H updates (lab 5: it changes the loss curve)",

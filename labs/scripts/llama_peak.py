@@ -46,12 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--precision", choices=["fp32", "bf16", "both"], default="both")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per precision (bf16 on a CPU is slow)")
     args = ap.parse_args(argv)
     bad = 0
     for precision in ("fp32", "bf16") if args.precision == "both" else (args.precision,):
         s = shape(precision, args.seq, args.batch)
         t0 = time.perf_counter()
-        got = process_peak(s)
+        got = process_peak(s, timeout_s=args.timeout)
         measured = got["hwm"] - got["before"]
         want = stepmem.predict(s)
         err = (want.peak - measured) / measured

@@ -29,7 +29,7 @@ from dataclasses import asdict
 import torch
 from torch import nn
 
-from lab_utils.memory import SavedTensorMeter, cpu_peak
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
 from lab_utils.stepmem import Anatomy, Shape
 
 __all__ = ["build", "step_parts", "process_peak", "tensor_bytes"]
@@ -81,12 +81,14 @@ def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
 
 
 def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor], opt: torch.optim.Optimizer):
+    device = next(model.parameters()).device.type
     k = shape.accumulation
     m = shape.micro_batch
     micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
 
     def forward(mb):
-        cast = torch.autocast("cpu", dtype=torch.bfloat16) if shape.precision == "bf16" else contextlib.nullcontext()
+        bf16 = shape.precision == "bf16"
+        cast = torch.autocast(device, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
         with cast:
             return model(**mb).loss
 
@@ -99,10 +101,15 @@ def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor], opt
     return micro, forward, step
 
 
-def step_parts(shape: Shape, *, seed: int = 0) -> Anatomy:
-    """One step of a model of ``shape`` on CPU, measured part by part (after a first step, not
-    measured, that allocates gradients and the optimizer's state)."""
+def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
+    """One step of a model of ``shape``, measured part by part (after a first step, not measured,
+    that allocates gradients and the optimizer's state). The peak is the CPU profiler's on a CPU
+    and ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
     model, batch = build(shape, seed=seed)
+    model.to(device)
+    batch = {k: v.to(device) for k, v in batch.items()}
     model.train()
     opt = _optimizer(shape, model)
     micro, forward, step = _stepper(shape, model, batch, opt)
@@ -111,7 +118,12 @@ def step_parts(shape: Shape, *, seed: int = 0) -> Anatomy:
     with SavedTensorMeter(model, exclude=[v for mb in micro for v in mb.values()] + list(batch.values())) as meter:
         loss = forward(micro[0])
     del loss
-    top = cpu_peak(step)
+    if device.startswith("cuda"):
+        with CudaPeak(device) as peak:
+            step()
+        top = peak.bytes
+    else:
+        top = cpu_peak(step)
     return Anatomy(
         weights=tensor_bytes(params),
         gradients=tensor_bytes(p.grad for p in params),
