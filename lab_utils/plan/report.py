@@ -14,8 +14,8 @@ __all__ = ["MODELS", "table", "best_per_family", "figure", "legend"]
 # What each number rests on: the lab that validated the model and the error it measured there.
 MODELS: dict[str, str] = {
     "memory": "stepmem, labs 1 and 8: Llama-style decoders' peak within 4 % of the meters on shapes the fit "
-    "never saw and within 5 % of a real CPU step's process peak (VmHWM) at 125 M parameters; BERT-large's "
-    "shape within 0.3 % (lab 1)",
+    "never saw; a real CPU step's process peak (VmHWM) at 125 M parameters -0.4 % (fp32) and -0.2 % (bf16); "
+    "BERT-large's shape within 0.3 % (lab 1); on GPUs not yet compared",
     "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
     "it exactly; the measured wall-clock bubble is near it",
