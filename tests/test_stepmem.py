@@ -69,3 +69,12 @@ def test_bf16_keeps_fp32_state_and_bf16_copies_of_the_matmul_weights():
 def test_bad_llama_shapes_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
         dataclasses.replace(BASE, **bad)
+
+
+def test_asking_for_cuda_without_one_is_a_clear_error():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(RuntimeError, match="no CUDA device here"):
+        measure.step_parts(BASE, device="cuda")

@@ -16,7 +16,7 @@ from lab_utils.plan.report import figure as plan_figure
 from lab_utils.plots import style
 from lab_utils.stepmem import Anatomy
 
-__all__ = ["parts", "plan"]
+__all__ = ["parts", "fit", "plan"]
 
 COLORS = {
     "weights": "#1f77b4",
@@ -43,6 +43,24 @@ def parts(columns: Mapping[str, Anatomy], *, title: str = "") -> go.Figure:
         )
     fig.update_layout(barmode="stack")
     return style(fig, title=title, yaxis="MiB", height=440)
+
+
+def fit(peaks: Mapping[bool, Sequence[tuple[int, float]]], budget: float, *, title: str = "") -> go.Figure:
+    """Predicted peak (bytes) against accumulation K, one line without and one with
+    checkpointing, and the budget as a dashed line."""
+    fig = go.Figure()
+    for ckpt, points in peaks.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[k for k, _ in points],
+                y=[b / 2**20 for _, b in points],
+                mode="lines+markers",
+                name="checkpointing every layer" if ckpt else "no checkpointing",
+            )
+        )
+    fig.add_hline(y=budget / 2**20, line_dash="dash", annotation_text="budget")
+    fig.update_xaxes(type="log", tickvals=sorted({k for pts in peaks.values() for k, _ in pts}))
+    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)", height=420)
 
 
 def plan(plans: Sequence[Plan], hw: Hardware, *, title: str = "") -> go.Figure:
