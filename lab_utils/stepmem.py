@@ -57,7 +57,7 @@ PRECISIONS = ("fp32", "bf16")  # bf16: autocast to bf16, fp32 master weights and
 ATTENTIONS = ("eager", "sdpa")
 OPTIMIZERS = ("adamw", "sgd", "sgd_momentum")
 
-# Seed 002's table: the 2022 Hugging Face guide "efficient training on a single GPU"
+# The table of the 2022 Hugging Face guide "efficient training on a single GPU"
 # (bert-large-uncased, one V100 16 GB, fp32, AdamW, 512 random sequences of 512 tokens),
 # memory as the driver reports it (NVML "used", MiB, CUDA context included). Published, not run here.
 PUBLISHED = [
