@@ -9,6 +9,8 @@ Two layers. The instruments every lab shares, one concept per module: ``launch``
 ``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),
 ``run`` (torchrun entry point), ``comm`` (collectives counted), ``simnet`` (link model),
 ``overlap`` (communication hidden behind the backward), ``memory`` (saved activations, peaks),
+``stepmem`` (a step's memory predicted part by part; Llama-style decoders: ``stepmem_llama``),
+``plan`` (``python -m lab_utils.plan``: the per-strategy plan for a model you bring),
 ``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data``, ``env`` (size,
 device, rank, versions), ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs
 from one source), ``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one

@@ -1,0 +1,130 @@
+"""What a plan starts from, read from what a person types: a model (a built-in name or a
+transformers ``config.json``), a device memory ("80GB"), a link ("100Gb") and the hardware's
+sustained FLOP rate. Every bad value is a ``ValueError`` naming the field and what to give."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab_utils import stepmem
+from lab_utils.simnet import LINKS, Link
+
+__all__ = ["BUILTIN", "Hardware", "model_fields", "parse_bytes", "parse_link", "DEFAULT_TFLOPS"]
+
+# Shapes of public models (their published configs, rounded to what the calculator needs).
+BUILTIN: dict[str, dict] = {
+    "llama-125m": dict(
+        arch="llama", layers=12, hidden=768, heads=12, kv_heads=4, ffn=2048, vocab=32000, positions=4096
+    ),
+    "llama-3.2-1b": dict(
+        arch="llama", layers=16, hidden=2048, heads=32, kv_heads=8, ffn=8192, vocab=128256, positions=131072, tied=True
+    ),
+    "llama-2-7b": dict(
+        arch="llama", layers=32, hidden=4096, heads=32, kv_heads=32, ffn=11008, vocab=32000, positions=4096
+    ),
+    "llama-3-8b": dict(
+        arch="llama", layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, positions=8192
+    ),
+    "gpt2": dict(arch="gpt2", layers=12, hidden=768, heads=12, vocab=50257, positions=1024, attention="sdpa"),
+    "bert-large": dict(arch="bert", layers=24, hidden=1024, heads=16, vocab=30522, positions=512, ffn=4096),
+}
+
+# Sustained (not peak) dense FLOP/s per device assumed when --tflops is not given: about 40 % of
+# an H100's dense peak in bf16 (989 TFLOP/s) and of its fp32-via-TF32 rate. An assumption, stated
+# beside every time the planner prints: measure yours and pass --tflops.
+DEFAULT_TFLOPS = {"bf16": 400.0, "fp32": 200.0}
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The devices a plan runs on: how many, memory each (bytes), the link between them, their
+    sustained FLOP rate (TFLOP/s) and the host link offloaded activations cross (bytes/s)."""
+
+    devices: int
+    memory: int
+    link: Link
+    tflops: float
+    host_Bps: float = 25e9  # PCIe 4 x16, about 25 GB/s each way
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.devices, int) and self.devices >= 1):
+            raise ValueError(f"--devices {self.devices!r}: give a whole number of devices >= 1")
+        if self.memory <= 0:
+            raise ValueError(f"--memory {self.memory!r}: give the memory of one device, e.g. 80GB")
+        if not self.tflops > 0:
+            raise ValueError(f"--tflops {self.tflops!r}: give the sustained TFLOP/s of one device, e.g. 400")
+
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+
+def parse_bytes(text: str | int, field: str = "--memory") -> int:
+    """'80GB' -> 80e9 bytes, '80GiB' -> 80 * 2**30, '16 gb', '40000MB'; a number is bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return int(text)
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*", str(text), re.IGNORECASE)
+    unit = (m.group(2) or "").lower() if m else None
+    if unit is not None and unit and not unit.endswith("b"):
+        unit += "b"  # '80G' reads as 80GB
+    if not m or unit not in _UNITS:
+        raise ValueError(f"{field} {text!r}: give a size such as 80GB, 80GiB or 16000MB")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def parse_link(text: str | Link, latency_us: float = 10.0, field: str = "--link") -> Link:
+    """'100Gb' / '100Gbit' / '100Gb/s' / '400Gbps' (bits per second), '25GB/s' (bytes), or a
+    preset name from ``lab_utils.simnet.LINKS`` ('InfiniBand', '10GbE', ...)."""
+    if isinstance(text, Link):
+        return text
+    for name, link in LINKS.items():
+        if str(text).lower() == name.lower():
+            return link
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT])(bit/s|bit|bps|b/s|b|B/s|Bps|B)\s*", str(text))
+    if not m:
+        raise ValueError(
+            f"{field} {text!r}: give a bandwidth such as 100Gb (bits/s), 25GB/s (bytes/s) or one of {list(LINKS)}"
+        )
+    scale = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[m.group(2).lower()]
+    bits = m.group(3).startswith("b")
+    return Link(str(text).strip(), latency_us * 1e-6, float(m.group(1)) * scale / (8 if bits else 1))
+
+
+def model_fields(config: str | dict) -> dict:
+    """Shape fields (without batch and seq) from a built-in name, a path to a transformers
+    ``config.json``, or that file's dict."""
+    if isinstance(config, str) and config in BUILTIN:
+        return {"attention": "sdpa"} | BUILTIN[config]
+    if isinstance(config, str):
+        path = Path(config)
+        if not path.is_file():
+            raise ValueError(f"--config {config!r}: not a built-in shape {sorted(BUILTIN)} and no such file")
+        try:
+            config = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--config {path}: not JSON ({e}); give a transformers config.json") from None
+    kind = config.get("model_type")
+    if kind not in ("llama", "gpt2", "bert"):
+        raise ValueError(
+            f"--config: model_type {kind!r} is not modelled; the calculator knows 'llama', 'gpt2' and 'bert' "
+            "(a Llama-style decoder: set model_type to 'llama')"
+        )
+    from transformers import AutoConfig
+
+    cfg = AutoConfig.for_model(kind, **{k: v for k, v in config.items() if k != "model_type"})
+    shape = stepmem.from_hf_config(cfg, batch=1, seq=1)
+    fields = {f: getattr(shape, f) for f in ("arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab")}
+    return fields | dict(positions=shape.positions, tied=shape.tied, attention=shape.attention)

@@ -1,0 +1,68 @@
+"""Lab 8's figures: a step's parts measured against predicted; the plan per strategy.
+
+from lab_utils.topics.plan import figures
+figures.parts({"fp32 measured": anatomy, "fp32 predicted": anatomy, ...})
+figures.plan(plans, hardware)          # lab_utils.plan.report.figure, restyled
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import plotly.graph_objects as go
+
+from lab_utils.plan import Hardware, Plan
+from lab_utils.plan.report import figure as plan_figure
+from lab_utils.plots import style
+from lab_utils.stepmem import Anatomy
+
+__all__ = ["parts", "fit", "plan"]
+
+COLORS = {
+    "weights": "#1f77b4",
+    "gradients": "#9467bd",
+    "optimizer": "#8c564b",
+    "activations": "#2ca02c",
+    "temporaries": "#ff7f0e",
+}
+
+
+def parts(columns: Mapping[str, Anatomy], *, title: str = "") -> go.Figure:
+    """Stacked bars in MiB, one per column, each stacking a step's five parts."""
+    fig = go.Figure()
+    names = list(columns)
+    for part, color in COLORS.items():
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[columns[n].parts()[part] / 2**20 for n in names],
+                name=part,
+                marker_color=color,
+                hovertemplate=f"{part}: %{{y:.2f}} MiB<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    return style(fig, title=title, yaxis="MiB", height=440)
+
+
+def fit(peaks: Mapping[bool, Sequence[tuple[int, float]]], budget: float, *, title: str = "") -> go.Figure:
+    """Predicted peak (bytes) against accumulation K, one line without and one with
+    checkpointing, and the budget as a dashed line."""
+    fig = go.Figure()
+    for ckpt, points in peaks.items():
+        fig.add_trace(
+            go.Scatter(
+                x=[k for k, _ in points],
+                y=[b / 2**20 for _, b in points],
+                mode="lines+markers",
+                name="checkpointing every layer" if ckpt else "no checkpointing",
+            )
+        )
+    fig.add_hline(y=budget / 2**20, line_dash="dash", annotation_text="budget")
+    fig.update_xaxes(type="log", tickvals=sorted({k for pts in peaks.values() for k, _ in pts}))
+    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)", height=420)
+
+
+def plan(plans: Sequence[Plan], hw: Hardware, *, title: str = "") -> go.Figure:
+    """Predicted peak per device (parts) and seconds per update of each plan."""
+    return plan_figure(plans, hw, title=title)

@@ -1,0 +1,184 @@
+"""A scaled-down plan, run for real on this machine: a Llama-style decoder built offline from a
+``Shape``, one training step measured part by part (bf16 autocast included), and the process's
+own peak for a step run in a fresh interpreter.
+
+    from lab_utils.topics.plan import measure
+    model, batch = measure.build(shape)                  # a LlamaForCausalLM with random weights
+    got = measure.step_parts(shape)                      # a stepmem.Anatomy, measured
+    measure.process_peak(shape)                          # bytes: VmHWM of a fresh process, less its start
+
+``step_parts`` counts as lab 1's ``measure_anatomy`` does (tensor bytes of weights, gradients
+and optimizer state; bytes autograd saves over one micro-batch's forward; the CPU allocator's
+peak over the whole step less those), with the forward under ``torch.autocast`` when the shape
+says bf16. ``process_peak`` needs none of torch's meters: a child process started with
+``MALLOC_MMAP_THRESHOLD_=65536`` (so freed tensors go back to the kernel) resets its peak
+(``/proc/self/clear_refs``) after a first step and reads ``VmHWM`` after a second; Linux only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gc
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict
+
+import torch
+from torch import nn
+
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
+from lab_utils.stepmem import Anatomy, Shape
+
+__all__ = ["build", "step_parts", "process_peak", "tensor_bytes"]
+
+
+def build(shape: Shape, *, seed: int = 0) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """A ``LlamaForCausalLM`` of ``shape`` (random weights, sdpa, no download) and a batch of
+    ``shape.batch`` random sequences of ``shape.seq`` tokens (labels = inputs)."""
+    if shape.arch != "llama":
+        raise ValueError(f"build(shape.arch={shape.arch!r}): only Llama shapes are built here")
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=shape.vocab,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.ffn_size,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.n_kv_heads,
+        max_position_embeddings=shape.positions,
+        tie_word_embeddings=shape.tied,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(cfg)
+    model.loss_type = "ForCausalLM"
+    if shape.checkpointing:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=g)
+    return model, {"input_ids": ids, "labels": ids}
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes of the given tensors (None skipped), each storage counted once."""
+    seen = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
+    if shape.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=shape.foreach)
+    momentum = 0.9 if shape.optimizer == "sgd_momentum" else 0.0
+    return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=momentum, foreach=shape.foreach)
+
+
+def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor], opt: torch.optim.Optimizer):
+    device = next(model.parameters()).device.type
+    k = shape.accumulation
+    m = shape.micro_batch
+    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+
+    def forward(mb):
+        bf16 = shape.precision == "bf16"
+        cast = torch.autocast(device, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+        with cast:
+            return model(**mb).loss
+
+    def step() -> None:
+        for mb in micro:
+            (forward(mb) / k).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=False)
+
+    return micro, forward, step
+
+
+def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
+    """One step of a model of ``shape``, measured part by part (after a first step, not measured,
+    that allocates gradients and the optimizer's state). The peak is the CPU profiler's on a CPU
+    and ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
+    model, batch = build(shape, seed=seed)
+    model.to(device)
+    batch = {k: v.to(device) for k, v in batch.items()}
+    model.train()
+    opt = _optimizer(shape, model)
+    micro, forward, step = _stepper(shape, model, batch, opt)
+    step()
+    params = [p for p in model.parameters() if p.requires_grad]
+    with SavedTensorMeter(model, exclude=[v for mb in micro for v in mb.values()] + list(batch.values())) as meter:
+        loss = forward(micro[0])
+    del loss
+    if device.startswith("cuda"):
+        with CudaPeak(device) as peak:
+            step()
+        top = peak.bytes
+    else:
+        top = cpu_peak(step)
+    return Anatomy(
+        weights=tensor_bytes(params),
+        gradients=tensor_bytes(p.grad for p in params),
+        optimizer=tensor_bytes(v for st in opt.state.values() for v in st.values()),
+        activations=meter.total_bytes,
+        temporaries=top - meter.total_bytes,
+    )
+
+
+def _vm(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _child(shape_json: str) -> None:
+    """In the fresh process: build, one step, reset the peak, one measured step; print JSON."""
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    shape = Shape(**json.loads(shape_json))
+    # Load the code a step runs (transformers' Llama, autocast's and the optimizer's kernels) on a
+    # tiny model first: the process before the model exists includes it, as a training job would.
+    g = shape.heads // shape.n_kv_heads
+    tiny = dataclasses.replace(shape, layers=1, hidden=8 * g, heads=g, kv_heads=1,
+                               ffn=32, vocab=32, seq=8, batch=shape.accumulation)  # fmt: skip
+    model, batch = build(tiny)
+    _stepper(tiny, model, batch, _optimizer(tiny, model))[2]()
+    del model, batch
+    gc.collect()
+    before = _vm("VmRSS")
+    model, batch = build(shape)
+    model.train()
+    opt = _optimizer(shape, model)
+    _, _, step = _stepper(shape, model, batch, opt)
+    step()
+    start = _vm("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    step()
+    print(json.dumps(dict(before=before, start=start, hwm=_vm("VmHWM"))))
+
+
+def process_peak(shape: Shape, *, timeout_s: float = 600) -> dict[str, int]:
+    """Run one step of ``shape`` in a fresh Python and read its peak resident memory (Linux).
+    Returns ``before`` (the process before the model existed), ``start`` (after a first step:
+    weights, gradients, optimizer state) and ``hwm`` (the peak of the measured step), in bytes;
+    ``hwm - before`` is what the calculator's ``peak`` predicts."""
+    if not os.path.exists("/proc/self/clear_refs"):
+        raise RuntimeError("process_peak: needs Linux's /proc/self/clear_refs and VmHWM")
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
+    code = f"from lab_utils.topics.plan.measure import _child; _child({json.dumps(json.dumps(asdict(shape)))})"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+    if out.returncode:
+        raise RuntimeError(f"process_peak: the child failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
