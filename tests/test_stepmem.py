@@ -1,6 +1,6 @@
 """lab_utils.stepmem on Llama-style decoders (fp32 and bf16 autocast) against the meters, on shapes
 neither the calculator's fit nor lab 8 uses (peak within 5 %, each measured part exact or within 1 %).
-GPT-2 and BERT: tests/topics/checkpointing/test_anatomy.py. A fresh process's own peak (VmHWM) against
+GPT-2 and BERT: tests/test_stepmem_bert_gpt2.py. A fresh process's own peak (VmHWM) against
 the calculator: lab 8's "Going further" (run by the suite under nbval)."""
 
 import dataclasses

@@ -10,7 +10,7 @@ with checkpointing (``activation_checkpointing_enable``, non-reentrant). For eac
 one step's memory measured (``step_memory.measure_anatomy``: tensor bytes of weights, gradients
 and optimizer state; bytes saved for backward; the allocator's peak above the step's start, which
 is ``torch.cuda.max_memory_allocated`` on CUDA and the profiler's allocation events on a CPU)
-next to the calculator's prediction (``anatomy.predict``), and the time per sample.
+next to the calculator's prediction (``stepmem.predict``), and the time per sample.
 
 On CUDA the model has bert-large's shape (24 layers, hidden 1024, 16 heads, sequence 512; about
 17 GiB at batch 4) and the guide's published numbers are printed beside ours, labelled published
@@ -31,9 +31,9 @@ import time
 
 import torch
 
+from lab_utils import stepmem
 from lab_utils.memory import fmt_bytes
 from lab_utils.models import bert_classifier
-from lab_utils.topics.checkpointing import anatomy
 from lab_utils.topics.checkpointing.step_memory import measure_anatomy
 
 SIZES = {  # n_layer, hidden, n_head, vocab, seq, batch
@@ -80,7 +80,7 @@ def run_setup(size: dict, accumulation: int, checkpointing: bool, dev: torch.dev
         opt.zero_grad(set_to_none=False)
     _sync(dev)
     per_sample = (time.perf_counter() - t0) / (steps * size["batch"])
-    shape = anatomy.from_hf_config(
+    shape = stepmem.from_hf_config(
         model.config,
         batch=size["batch"],
         seq=size["seq"],
@@ -89,7 +89,7 @@ def run_setup(size: dict, accumulation: int, checkpointing: bool, dev: torch.dev
         mask_bytes=1 if dev.type == "cuda" else 4,  # dropout masks: bool on CUDA, float on CPU
         foreach=False,
     )
-    out = dict(measured=measured, predicted=anatomy.predict(shape), seconds_per_sample=per_sample)
+    out = dict(measured=measured, predicted=stepmem.predict(shape), seconds_per_sample=per_sample)
     if dev.type == "cuda":
         out["reserved"] = torch.cuda.max_memory_reserved(dev)
     del model, opt, batch
@@ -137,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         dev = torch.device(args.device)
     size_name = args.size if args.size != "auto" else ("large" if dev.type == "cuda" else "tiny")
     size = SIZES[size_name]
-    print(f"device {dev}, {size_name} BERT: {dataclasses.asdict(anatomy.Shape(**_shape_fields(size)))}")
+    print(f"device {dev}, {size_name} BERT: {dataclasses.asdict(stepmem.Shape(**_shape_fields(size)))}")
     if dev.type != "cuda":
         print("CUDA part skipped: no GPU here (peaks come from the CPU profiler, dropout masks are floats)")
     bad = []
-    for (acc, ckpt), pub in zip(SETUPS, anatomy.PUBLISHED):
+    for (acc, ckpt), pub in zip(SETUPS, stepmem.PUBLISHED):
         name = f"batch {size['batch'] // acc} x {acc}" + (" + checkpointing" if ckpt else "")
         r = run_setup(size, acc, ckpt, dev, args.steps)
         bad += report(name, r, pub if size_name == "large" else None)

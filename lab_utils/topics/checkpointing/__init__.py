@@ -17,9 +17,8 @@ Modules, one concept each:
   what a policy caches) and ``op_census`` (each op's output, FLOPs, and whether backward saves it);
 - ``measure``: ``profile_blocks``, ``compare_strategies`` (measures forward functions it is
   given), ``results_table``, ``AliveActivations``;
-- ``anatomy``: the memory calculator: weights, gradients, optimizer state, activations and
-  temporaries of a step, predicted from a GPT-2 or BERT config; the published 2022 table;
-- ``step_memory``: the same parts measured on a real step (``measure_anatomy``);
+- ``step_memory``: the parts of a step's memory that ``lab_utils.stepmem`` predicts, measured on a
+  real step (``measure_anatomy``);
 - ``figures``: the computation graph, the memory/recompute trade-off, the plan strip, the
   memory timeline;
 - ``exercises``: the graders of the lab's exercises.
@@ -29,7 +28,6 @@ teaches are notebook cells, not code here.
 """
 
 from lab_utils.topics.checkpointing import (
-    anatomy,
     exercises,
     figures,
     measure,
@@ -40,4 +38,4 @@ from lab_utils.topics.checkpointing import (
     timeline,
 )
 
-__all__ = ["anatomy", "exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory", "timeline"]
+__all__ = ["exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory", "timeline"]

@@ -1,4 +1,4 @@
-"""The memory of one training step, measured part by part (what ``anatomy.predict`` predicts).
+"""The memory of one training step, measured part by part (what ``stepmem.predict`` predicts).
 
     from lab_utils.topics.checkpointing.step_memory import measure_anatomy
     opt = torch.optim.AdamW(model.parameters())
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
-from lab_utils.topics.checkpointing.anatomy import Anatomy
+from lab_utils.stepmem import Anatomy
 
 __all__ = ["measure_anatomy", "tensor_bytes"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lab_utils.topics.checkpointing.anatomy import Anatomy
+from lab_utils.stepmem import Anatomy
 
 SCRIPT = Path(__file__).resolve().parents[3] / "labs" / "scripts" / "memory_anatomy.py"
 

@@ -5,9 +5,9 @@ import dataclasses
 import pytest
 import torch
 
+from lab_utils import stepmem
 from lab_utils.data import lm_batch
 from lab_utils.models import bert_classifier, tiny_gpt2
-from lab_utils.topics.checkpointing import anatomy
 from lab_utils.topics.checkpointing.step_memory import measure_anatomy
 
 TOL = 0.10
@@ -46,11 +46,11 @@ def test_calculator_agrees_with_the_meters(case):
         else torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     )
     got = measure_anatomy(model, data, opt, accumulation=acc)
-    shape = anatomy.from_hf_config(
+    shape = stepmem.from_hf_config(
         model.config, batch=batch, seq=seq, accumulation=acc, checkpointing=ckpt, optimizer=opt_name
     )
-    want = anatomy.predict(shape)
-    assert anatomy.parameters(shape) == sum(p.numel() for p in model.parameters())
+    want = stepmem.predict(shape)
+    assert stepmem.parameters(shape) == sum(p.numel() for p in model.parameters())
     for part in ("weights", "gradients", "optimizer", "activations"):
         g, w = got.parts()[part], want.parts()[part]
         assert abs(w - g) <= TOL * g, f"{part}: predicted {w}, measured {g}"
@@ -58,17 +58,17 @@ def test_calculator_agrees_with_the_meters(case):
 
 
 def test_accumulation_divides_activations_not_model_state():
-    s = anatomy.Shape(arch="bert", layers=4, hidden=64, heads=4, seq=64, batch=8, vocab=100, positions=64)
-    one, four = anatomy.predict(s), anatomy.predict(dataclasses.replace(s, accumulation=4))
+    s = stepmem.Shape(arch="bert", layers=4, hidden=64, heads=4, seq=64, batch=8, vocab=100, positions=64)
+    one, four = stepmem.predict(s), stepmem.predict(dataclasses.replace(s, accumulation=4))
     assert one.weights + one.gradients + one.optimizer == four.weights + four.gradients + four.optimizer
     assert 3.5 < one.activations / four.activations <= 4.0
 
 
 def test_checkpointing_keeps_one_input_per_layer():
-    s = anatomy.Shape(arch="bert", layers=6, hidden=32, heads=2, seq=16, batch=2, vocab=50, positions=16)
-    full, ckpt = anatomy.activation_bytes(s), anatomy.activation_bytes(dataclasses.replace(s, checkpointing=True))
+    s = stepmem.Shape(arch="bert", layers=6, hidden=32, heads=2, seq=16, batch=2, vocab=50, positions=16)
+    full, ckpt = stepmem.activation_bytes(s), stepmem.activation_bytes(dataclasses.replace(s, checkpointing=True))
     per_input = 2 * 16 * 32 * 4
-    outside = full - 6 * anatomy.layer_activation_bytes(s)
+    outside = full - 6 * stepmem.layer_activation_bytes(s)
     assert ckpt == outside + 6 * per_input
 
 
@@ -85,4 +85,4 @@ def test_checkpointing_keeps_one_input_per_layer():
 def test_bad_shapes_are_refused(bad, match):
     fields = dict(arch="gpt2", layers=2, hidden=64, heads=4, seq=32, batch=4, vocab=100, positions=64) | bad
     with pytest.raises(ValueError, match=match):
-        anatomy.Shape(**fields)
+        stepmem.Shape(**fields)
