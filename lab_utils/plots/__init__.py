@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "bars", "lines", "simulated", "slider_over", "PALETTE"]
+__all__ = ["style", "legend_beside", "bars", "lines", "simulated", "slider_over", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -32,6 +32,16 @@ def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", 
     )
     fig.update_xaxes(title_text=xaxis)
     fig.update_yaxes(title_text=yaxis)
+    return fig
+
+
+LEGEND_BESIDE = dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top")
+
+
+def legend_beside(fig: go.Figure) -> go.Figure:
+    """The legend in a column right of the plot: for a figure whose legend, above the plot, would
+    wrap onto the title or cover its subplots' titles (many entries, or subplots)."""
+    fig.update_layout(legend=LEGEND_BESIDE)
     return fig
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, style
+from lab_utils.plots import PALETTE, legend_beside, style
 
 __all__ = [
     "STATUS_COLORS",
@@ -165,7 +165,7 @@ def tradeoff(
             row=1,
             col=1,
         )
-    style(fig, title=title, height=height + (90 if plan is not None else 0))
+    legend_beside(style(fig, title=title, height=height + (90 if plan is not None else 0)))
     fig.update_xaxes(title_text=xlabel, row=1, col=1)
     fig.update_yaxes(title_text=ylabel, row=1, col=1)
     if plan is not None:

@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, bars, simulated, style
+from lab_utils.plots import PALETTE, bars, legend_beside, simulated, style
 from lab_utils.topics.fsdp.holdings import zero_bytes
 
 __all__ = ["holdings", "traffic", "accumulation", "links", "checkpointing"]
@@ -85,7 +85,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
         row=1,
         col=2,
     )
-    style(fig, title="Accumulation under FSDP2: memory against traffic", height=440)
+    legend_beside(style(fig, title="Accumulation under FSDP2: memory against traffic", height=440))
     fig.update_xaxes(title_text="micro-steps done", row=1, col=1)
     fig.update_yaxes(title_text="MiB per rank", row=1, col=1)
     return fig

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import PALETTE, simulated, style
+from lab_utils.plots import PALETTE, legend_beside, simulated, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
@@ -69,6 +69,7 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: st
         fig.update_yaxes(autorange="reversed", row=i, col=1)
     fig.update_layout(barmode="overlay")
     style(fig, title=title or "the same step under each schedule (measured)", height=170 + 150 * len(names))
+    legend_beside(fig)
     fig.update_xaxes(title_text="ms since the step began", row=len(names), col=1)
     return fig
 
