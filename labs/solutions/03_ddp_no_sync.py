@@ -49,10 +49,10 @@ def fp16_hook(state, bucket):
 
 
 # %% exercise="ddp-buckets"
-# All-reduces per synchronised backward with bucket_cap_mb=0.3, after DDP's bucket rebuild:
+# All-reduces per synchronised backward with bucket_cap_mb=0.03, after DDP's bucket rebuild:
 ### BEGIN SOLUTION
-# Gradients become ready last layer first; a bucket closes once it holds >= 0.3 MiB (314,572 B):
-# 4 + 1024 + 1024 + 262144 + 1024 + 262144 = 527,364 | 1024 + 262144 + 1024 + 262144 = 526,336 |
-# 1024 + 32768 = 33,792. Three buckets, where 1.04 MiB / 0.3 MiB would suggest four.
-n_allreduces = 3
+# Gradients become ready last layer first; a bucket closes once it holds >= 0.03 MiB (31,457 B):
+# 4 + 1024 + 1024 + 262144 | 1024 + 262144 (three times) | 1024 + 32768. Five buckets: in
+# registration order the first layer's 32,768 B would close a bucket alone and leave a sixth.
+n_allreduces = 5
 ### END SOLUTION
