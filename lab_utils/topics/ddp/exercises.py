@@ -40,10 +40,10 @@ __all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "check_buck
 
 WORLD, K, UPDATES = 2, 4, 2
 MEAN_WORLD = 3
-"""Exercise 2 runs on 3 ranks, so a mean hard-coded for 2 (``total / 2``) shows."""
+"""Exercise 4 runs on 3 ranks, so a mean hard-coded for 2 (``total / 2``) shows."""
 SETUP = Setup(micro_batch=8)
 BUCKET_CAP_MB = 0.03
-"""The ``bucket_cap_mb`` of exercise 4. The lab's model has 1.04 MiB of gradients; at this cap the
+"""The ``bucket_cap_mb`` of exercise 2. The lab's model has 1.04 MiB of gradients; at this cap the
 count in backward order (5), in registration order (6) and by division (35) all differ."""
 HANG_TIMEOUT = 20.0
 """Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
@@ -111,8 +111,8 @@ def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
 
 
 @grader(
-    "Exercise 2 · every rank reaches the collective",
-    hint="reread exercise 2's demonstration: a collective returns only when every rank has called it; "
+    "Exercise 4 · every rank reaches the collective",
+    hint="reread section 4's demonstration: a collective returns only when every rank has called it; "
     "which lines must every rank run, and which only rank 0?",
 )
 def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
@@ -188,7 +188,7 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
 
 
 @grader(
-    "Exercise 4 · predict the buckets",
+    "Exercise 2 · predict the buckets",
     hint="reread 'Gradient buckets' in section 2: in which order do the gradients become ready, and "
     "when exactly is a bucket closed?",
 )

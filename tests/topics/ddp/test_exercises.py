@@ -98,7 +98,7 @@ def mean_loss_over_two(local_loss):
 
 # Every wrong answer the graders are fed below, measured on real ranks in one launch per world size
 # (a launch costs seconds), by the graders' own rank functions; each grader then judges its replayed
-# result. Exercise 2 runs on 3 ranks, the others on 2.
+# result. Exercise 4 (the hang) runs on 3 ranks, the others on 2.
 REPLAYED = {
     exercises.WORLD: {
         "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad"),
@@ -114,7 +114,7 @@ REPLAYED = {
 def _measure_wrong_answers(world: int) -> dict:
     out = {(rank_fn, name): getattr(exercises, rank_fn)(globals()[name]) for rank_fn, names in REPLAYED[world].items()
            for name in names}  # fmt: skip
-    if world == exercises.WORLD:  # exercise 4's run: it does not depend on the answer
+    if world == exercises.WORLD:  # exercise 2's run: it does not depend on the answer
         out[("counts", None)] = exercises.counts(caps=(exercises.BUCKET_CAP_MB,), steps=2)
     return out
 
