@@ -89,7 +89,12 @@ def write_script(fn: Callable[[str], Any], path: str | os.PathLike) -> Path:
     if not callable(fn):
         raise TypeError(f"write_script needs the function you wrote, got {fn!r}")
     path = Path(path)
-    body = textwrap.dedent(inspect.getsource(fn))
+    try:
+        body = textwrap.dedent(inspect.getsource(fn))
+    except OSError:  # no source file (code made by exec): carry the function by value instead
+        import cloudpickle
+
+        body = f"import cloudpickle\n\n{fn.__name__} = cloudpickle.loads({cloudpickle.dumps(fn)!r})\n"
     footer = f'\n\nif __name__ == "__main__":\n    {fn.__name__}(sys.argv[1])\n'
     path.write_text(_HEADER.format(name=path.name) + body + footer)
     return path
