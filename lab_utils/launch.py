@@ -255,14 +255,23 @@ def _wait(procs: list[Any], workdir: str, timeout: float, t0: float) -> list[Any
         if len(exited) == world:
             return [_read_result(workdir, r)[1] for r in range(world)]
         if time.perf_counter() - t0 > timeout:
-            stuck = [r for r, p in enumerate(procs) if p.poll() is None]
+            # A rank that has returned fn's result (written to a .tmp file until its group is torn
+            # down) and waits at exit for its peers is not the stuck one.
+            stuck = [r for r in range(world) if procs[r].poll() is None and not _returned(workdir, r)]
+            done = [r for r in range(world) if r not in stuck]
+            returned = f" (ranks {done} had returned fn's result)" if done else ""
             raise LaunchTimeout(
-                f"ranks {stuck} did not finish within timeout={timeout:g} s. A rank "
+                f"ranks {stuck} did not finish within timeout={timeout:g} s{returned}. A rank "
                 f"that waits in a collective its peers never reach hangs like this "
                 f"(e.g. an all_reduce inside `if rank == 0`). All ranks were stopped; "
                 f"raise timeout= if the work is just slow."
             )
         time.sleep(0.02)
+
+
+def _returned(workdir: str, rank: int) -> bool:
+    path = result_path(workdir, rank)
+    return os.path.exists(path) or os.path.exists(path + ".tmp")
 
 
 def _read_result(workdir: str, rank: int) -> tuple[str | None, Any]:

@@ -23,8 +23,16 @@ The model (one link per rank, transfers one at a time in the order their buckets
 ``2 (p-1) alpha + 2 (p-1)/p n / beta``, so more ranks cost more latency). Ready times come from
 the real ranks (a comm hook stamps them, see lab 3) or, for a job you only describe, from
 :func:`evenly_ready` (gradients appear in proportion to bytes as the backward runs). Everything
-here is a model: figures built on it say *simulated*, and lab 3 validates it against an emulated
-link on real ranks.
+here is a model: figures built on it say *simulated*, and lab 3 validates it against a real
+shaped link between two network namespaces (``lab_utils.topics.ddp.reallink``).
+
+Overlap is not free. While a transfer is on the wire the backward shares the machine with it (on
+CPU, gloo's threads take cores from the backward; on a GPU, NCCL's kernels take SMs and memory
+bandwidth), and the transfer shares it with the backward. :class:`Contention` holds both
+slowdowns, measured by a microbenchmark on the machine (compute timed alone and beside a running
+all-reduce, and the reverse). Passed as ``contention=``, compute that overlaps a transfer runs
+``1 + compute`` times slower and a transfer that overlaps compute ``1 + comm`` times slower; the
+default (none) gives exactly the model above.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from lab_utils.simnet import Link, collective_seconds
 
 __all__ = [
     "Bucket",
+    "Contention",
     "MicroStep",
     "Transfer",
     "OverlapStep",
@@ -76,6 +85,27 @@ class MicroStep:
     def __post_init__(self) -> None:
         if self.forward_s < 0 or self.backward_s < 0:
             raise ValueError(f"MicroStep: forward_s={self.forward_s}, backward_s={self.backward_s} must be >= 0")
+
+
+@dataclass(frozen=True)
+class Contention:
+    """How much overlapping compute and communication slow each other, as fractions: with
+    ``compute=0.2`` the backward runs 20 % slower while a transfer is in flight; with ``comm=0.1``
+    a transfer runs 10 % slower while the backward computes. Measure them, do not guess them (lab
+    3's ``reallink`` times a backward alone and beside a bulk all-reduce)."""
+
+    compute: float = 0.0
+    comm: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("compute", "comm"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+                raise ValueError(f"Contention.{name}={v!r}: a slowdown fraction >= 0 (0.2 = 20 % slower)")
+
+    @property
+    def none(self) -> bool:
+        return self.compute == 0 and self.comm == 0
 
 
 @dataclass(frozen=True)
@@ -121,15 +151,28 @@ def _check(world_size: int, k: int = 1) -> None:
         raise ValueError(f"k={k!r}: must be an int >= 1 (micro-steps per update)")
 
 
-def backward_with_comm(buckets: Sequence[Bucket], backward_s: float, link: Link, world_size: int) -> OverlapStep:
+def backward_with_comm(
+    buckets: Sequence[Bucket],
+    backward_s: float,
+    link: Link,
+    world_size: int,
+    *,
+    contention: Contention | None = None,
+) -> OverlapStep:
     """The backward with each bucket's collective queued on ``link`` as soon as it is ready.
 
     Transfers go in order of ``ready_s``. DDP (and :func:`lockstep_update`) send buckets in bucket
     order instead; the two agree whenever ready times rise with the bucket index, as they do for
-    DDP's rebuilt buckets (filled in the order the backward makes the gradients)."""
+    DDP's rebuilt buckets (filled in the order the backward makes the gradients). With
+    ``contention``, ``ready_s`` and ``backward_s`` are compute seconds measured without
+    communication; the returned ``backward_s`` is when the slowed compute really ended."""
     _check(world_size)
     if any(b.ready_s > backward_s * (1 + 1e-9) + 1e-12 for b in buckets):
         raise ValueError(f"a bucket is ready after the backward ended ({backward_s} s): ready_s must be <= backward_s")
+    if contention is not None and not isinstance(contention, Contention):
+        raise TypeError(f"contention must be an overlap.Contention or None, got {type(contention).__name__}")
+    if contention is not None and not contention.none:
+        return _contended(buckets, backward_s, link, world_size, contention)
     free, transfers = 0.0, []
     for b in sorted(buckets, key=lambda b: b.ready_s):
         start = max(b.ready_s, free)
@@ -138,22 +181,80 @@ def backward_with_comm(buckets: Sequence[Bucket], backward_s: float, link: Link,
     return OverlapStep(backward_s, transfers)
 
 
+def _contended(buckets: Sequence[Bucket], backward_s: float, link: Link, p: int, c: Contention) -> OverlapStep:
+    """The same queue, stepped event by event: compute progresses at 1 / (1 + c.compute) while a
+    transfer is in flight, a transfer at 1 / (1 + c.comm) while compute runs."""
+    order = sorted(buckets, key=lambda b: b.ready_s)
+    left_of = [collective_seconds(b.op, b.nbytes, p, link) for b in order]
+    t = done = 0.0  # wall clock; compute progress in uncontended seconds
+    nxt, queued, cur, left, start, compute_end = 0, [], None, 0.0, 0.0, None
+    transfers: list[Transfer] = []
+    eps = 1e-15 * max(1.0, backward_s)
+    while True:
+        while nxt < len(order) and order[nxt].ready_s <= done + eps:
+            queued.append(nxt)
+            nxt += 1
+        if cur is None and queued:
+            cur, start = queued.pop(0), t
+            left = left_of[cur]
+        computing = done < backward_s - eps
+        if not computing and compute_end is None:
+            compute_end = t
+        if cur is None and not computing:
+            break
+        rate_compute = 1.0 / (1.0 + c.compute) if cur is not None else 1.0
+        rate_comm = 1.0 / (1.0 + c.comm) if computing else 1.0
+        steps = []
+        if computing:
+            target = min(order[nxt].ready_s, backward_s) if nxt < len(order) else backward_s
+            steps.append((target - done) / rate_compute)
+        if cur is not None:
+            steps.append(left / rate_comm)
+        dt = max(0.0, min(steps))
+        t += dt
+        if computing:
+            done = min(backward_s, done + dt * rate_compute)
+        if cur is not None:
+            left -= dt * rate_comm
+            if left <= eps * 10:
+                transfers.append(Transfer(order[cur], start, t))
+                cur = None
+    return OverlapStep(compute_end if compute_end is not None else t, transfers)
+
+
 def backward_then_comm(buckets: Sequence[Bucket], backward_s: float, link: Link, world_size: int) -> OverlapStep:
     """The old sum, for comparison: every collective waits for the whole backward (no overlap)."""
     return backward_with_comm([Bucket(backward_s, b.nbytes, b.op) for b in buckets], backward_s, link, world_size)
 
 
-def naive_update(micro: MicroStep, k: int, link: Link, world_size: int, *, optimizer_s: float = 0.0) -> float:
+def naive_update(
+    micro: MicroStep,
+    k: int,
+    link: Link,
+    world_size: int,
+    *,
+    optimizer_s: float = 0.0,
+    contention: Contention | None = None,
+) -> float:
     """Seconds per update when every one of ``k`` micro-steps all-reduces (overlapped)."""
     _check(world_size, k)
-    one = micro.forward_s + backward_with_comm(micro.buckets, micro.backward_s, link, world_size).end_s
-    return k * one + optimizer_s
+    step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size, contention=contention)
+    return k * (micro.forward_s + step.end_s) + optimizer_s
 
 
-def no_sync_update(micro: MicroStep, k: int, link: Link, world_size: int, *, optimizer_s: float = 0.0) -> float:
+def no_sync_update(
+    micro: MicroStep,
+    k: int,
+    link: Link,
+    world_size: int,
+    *,
+    optimizer_s: float = 0.0,
+    contention: Contention | None = None,
+) -> float:
     """Seconds per update when ``k - 1`` micro-steps run under ``no_sync`` and the last one all-reduces."""
     _check(world_size, k)
-    last = micro.forward_s + backward_with_comm(micro.buckets, micro.backward_s, link, world_size).end_s
+    step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size, contention=contention)
+    last = micro.forward_s + step.end_s
     return (k - 1) * (micro.forward_s + micro.backward_s) + last + optimizer_s
 
 

@@ -110,3 +110,34 @@ def test_lockstep_waits_for_the_slowest_rank():
         lockstep_update([[fast], [fast, fast]], LINK, 2)
     with pytest.raises(ValueError, match="different numbers of buckets"):
         lockstep_update([[fast], [quiet_slow]], LINK, 2)
+
+
+def test_contention_slows_the_compute_and_the_transfer_it_overlaps():
+    from lab_utils.overlap import Contention
+
+    cost = allreduce_seconds(1e6, 2, LINK)  # 1 s on the wire, ready at once, 0.5 s of compute
+    free = backward_with_comm([Bucket(0.0, 1e6)], 0.5, LINK, 2)
+    assert free.end_s == pytest.approx(cost) and free.backward_s == 0.5
+    slow_compute = backward_with_comm([Bucket(0.0, 1e6)], 0.5, LINK, 2, contention=Contention(compute=1.0))
+    assert slow_compute.backward_s == pytest.approx(1.0) and slow_compute.end_s == pytest.approx(cost)
+    both = backward_with_comm([Bucket(0.0, 1e6)], 0.5, LINK, 2, contention=Contention(compute=1.0, comm=1.0))
+    # both at half speed until the compute ends at 1 s (half the transfer done), then the rest alone
+    assert both.backward_s == pytest.approx(1.0) and both.end_s == pytest.approx(1.0 + cost / 2)
+
+
+def test_no_contention_is_the_plain_model_and_a_small_one_is_close():
+    from lab_utils.overlap import Contention
+
+    micro = MicroStep(0.1, 0.3, evenly_ready([4e5, 4e5, 2e5], 0.3))
+    plain = naive_update(micro, 4, LINK, 2, optimizer_s=0.01)
+    assert naive_update(micro, 4, LINK, 2, optimizer_s=0.01, contention=Contention()) == plain
+    near = naive_update(micro, 4, LINK, 2, optimizer_s=0.01, contention=Contention(1e-9, 1e-9))
+    assert near == pytest.approx(plain, rel=1e-6)
+    fast = Link("fast", 0.0, 1e7)  # transfers hide behind the compute: only the slowed compute shows
+    slower = no_sync_update(micro, 4, fast, 2, contention=Contention(compute=0.3))
+    assert slower > no_sync_update(micro, 4, fast, 2)
+    assert no_sync_update(micro, 4, LINK, 2, contention=Contention(compute=0.3)) == pytest.approx(
+        no_sync_update(micro, 4, LINK, 2)
+    )  # on the slow link the wire decides: a slower compute that is still hidden costs nothing
+    with pytest.raises(ValueError, match="compute=-0.1"):
+        Contention(compute=-0.1)

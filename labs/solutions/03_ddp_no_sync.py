@@ -20,16 +20,14 @@ def train_accumulating(ddp_model, optimizer, micro_batches, k):
     ### END SOLUTION
 
 
-# %% exercise="ddp-hang"
-def mean_loss(local_loss):
-    """Every rank calls this with its own loss (a float); rank 0 returns the mean over all ranks."""
-    ### BEGIN SOLUTION
-    total = torch.tensor([float(local_loss)])
-    dist.all_reduce(total)  # every rank reaches the collective...
-    if dist.get_rank() == 0:  # ...and only the report is rank 0's
-        return total.item() / dist.get_world_size()
-    return None
-    ### END SOLUTION
+# %% exercise="ddp-buckets"
+# All-reduces per synchronised backward with bucket_cap_mb=0.03, after DDP's bucket rebuild:
+### BEGIN SOLUTION
+# Gradients become ready last layer first; a bucket closes once it holds >= 0.03 MiB (31,457 B):
+# 4 + 1024 + 1024 + 262144 | 1024 + 262144 (three times) | 1024 + 32768. Five buckets: in
+# registration order the first layer's 32,768 B would close a bucket alone and leave a sixth.
+n_allreduces = 5
+### END SOLUTION
 
 
 # %% exercise="ddp-fp16-hook"
@@ -48,11 +46,41 @@ def fp16_hook(state, bucket):
     ### END SOLUTION
 
 
-# %% exercise="ddp-buckets"
-# All-reduces per synchronised backward with bucket_cap_mb=0.3, after DDP's bucket rebuild:
-### BEGIN SOLUTION
-# Gradients become ready last layer first; a bucket closes once it holds >= 0.3 MiB (314,572 B):
-# 4 + 1024 + 1024 + 262144 + 1024 + 262144 = 527,364 | 1024 + 262144 + 1024 + 262144 = 526,336 |
-# 1024 + 32768 = 33,792. Three buckets, where 1.04 MiB / 0.3 MiB would suggest four.
-n_allreduces = 3
-### END SOLUTION
+# %% exercise="ddp-hang"
+def mean_loss(local_loss):
+    """Every rank calls this with its own loss (a float); rank 0 returns the mean over all ranks."""
+    ### BEGIN SOLUTION
+    total = torch.tensor([float(local_loss)])
+    dist.all_reduce(total)  # every rank reaches the collective...
+    if dist.get_rank() == 0:  # ...and only the report is rank 0's
+        return total.item() / dist.get_world_size()
+    return None
+    ### END SOLUTION
+
+
+# %% exercise="ddp-script"
+from lab_utils.topics.ddp.script_exercise import EPOCHS, K_SCRIPT, LR, MICRO_BATCH, script_data, script_model  # noqa: E402, F401
+
+
+def ddp_script(checkpoint_path):
+    """Run by torchrun on every rank: DDP training with no_sync accumulation, rank 0 checkpoints."""
+    ### BEGIN SOLUTION
+    dist.init_process_group("gloo")  # torchrun put the rank, world size and address in the environment
+    model = DDP(script_model())
+    dataset = TensorDataset(*script_data())
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)  # this rank's share, shuffled
+    loader = DataLoader(dataset, batch_size=MICRO_BATCH, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)  # a new order each epoch (the same on every rank)
+        for i, (x, y) in enumerate(loader):
+            last = (i + 1) % K_SCRIPT == 0
+            with nullcontext() if last else model.no_sync():  # forward AND backward inside
+                (F.mse_loss(model(x), y) / K_SCRIPT).backward()
+            if last:
+                optimizer.step()
+                optimizer.zero_grad()
+    if dist.get_rank() == 0:  # one writer
+        torch.save(model.module.state_dict(), checkpoint_path)
+    dist.destroy_process_group()
+    ### END SOLUTION

@@ -16,8 +16,10 @@ Modules:
 - ``buckets``: all-reduces per backward for several ``bucket_cap_mb``, and the greedy prediction;
 - ``emulate``: ``LinkHook``, a comm hook that stamps bucket-ready times and queues each bucket on
   an emulated link (one thread per rank), so the wall clock includes the link;
-- ``sweep``: stamped micro-steps, the overlap model on simulated links, and its validation against
-  the emulated link, per K;
+- ``sweep``: stamped micro-steps, the overlap model on simulated links, and a demo on an emulated link, per K;
+- ``reallink``: the same model against a real shaped link (network namespaces, veth, tc tbf; root),
+  with the contention measured; ``make validate-link`` writes the table the lab shows;
+- ``script_exercise``: the last exercise, the student's own DDP script run under ``torchrun``;
 - ``settings``: DDP's settings measured (first buckets, unused-parameter search, gradients as
   bucket views, compression hooks, the buffer broadcast of ``require_forward_param_sync``);
 - ``calculator``: "your setup", time per update with and without ``no_sync`` for a described job;
@@ -25,6 +27,30 @@ Modules:
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.ddp import buckets, calculator, emulate, exercises, figures, reducer, settings, sweep, workload
+from lab_utils.topics.ddp import (
+    buckets,
+    calculator,
+    emulate,
+    exercises,
+    figures,
+    reallink,
+    reducer,
+    script_exercise,
+    settings,
+    sweep,
+    workload,
+)
 
-__all__ = ["buckets", "calculator", "emulate", "exercises", "figures", "reducer", "settings", "sweep", "workload"]
+__all__ = [
+    "buckets",
+    "calculator",
+    "emulate",
+    "exercises",
+    "figures",
+    "reallink",
+    "reducer",
+    "script_exercise",
+    "settings",
+    "sweep",
+    "workload",
+]

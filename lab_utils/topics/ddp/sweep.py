@@ -1,5 +1,6 @@
 """Time per update against K: compute and bucket-ready times stamped on the ranks, the overlap
-model on a simulated link, and the same loops measured on an emulated link to validate it.
+model on a simulated link, and the same loops measured on an emulated link (a demo: the emulator
+queues transfers by the model's own rule; ``reallink`` is the validation against a real link).
 
     from lab_utils import launch
     from lab_utils.simnet import LINKS
@@ -8,6 +9,7 @@ model on a simulated link, and the same loops measured on an emulated link to va
     res = launch(sweep.measure, 2, args=(loops,), kwargs={"ks": (1, 2, 4), "rounds": (1, 3)})
     sweep.simulated(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
     sweep.validation(res)                     # emulated wall clock against the model, per link/loop/K
+    sweep.savings(res[0])                     # naive - no_sync per paired repeat: median, min, max
 
 The model is ``lab_utils.overlap``: each bucket's all-reduce queued on the link as soon as the
 backward has made it, the micro-step ending at max(backward end, last transfer end).
@@ -29,7 +31,7 @@ from lab_utils.timing import Timer
 from lab_utils.topics.ddp.emulate import LinkHook, MicroStamps
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, UpdateFn, dataset, micro_batches, model, wrap
 
-__all__ = ["measure", "micro_step", "simulated", "validation"]
+__all__ = ["measure", "micro_step", "simulated", "validation", "savings"]
 
 
 def _plain(stamps: Sequence[MicroStamps]) -> list[dict[str, Any]]:
@@ -183,4 +185,23 @@ def validation(per_rank: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
              if run["loop"] in per_loop else float("nan"),
              "buckets": len(run["micro"][rep][-1]["buckets"])}
         )  # fmt: skip
+    return rows
+
+
+def savings(measured: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``no_sync`` saving on each emulated link and K, measured robustly: the repeats of the
+    two loops alternated, so each repeat gives one paired difference (naive - no_sync); the row
+    holds their median, min and max (rank 0's wall clock), and the model's saving for the typical
+    micro-step on that link (``(K - 1)`` exposed parts)."""
+    opt, micro, w = measured["optimizer_step_s"], micro_step(measured), measured["world_size"]
+    runs = {(r["link"].name, r["k"], r["loop"]): r for r in measured["emulated"]}
+    rows = []
+    for (name, k, loop), run in runs.items():
+        if loop != "naive" or (name, k, "no_sync") not in runs:
+            continue
+        pairs = [a - b for a, b in zip(run["wall_s"], runs[(name, k, "no_sync")]["wall_s"])]
+        link = run["link"]
+        model = naive_update(micro, k, link, w, optimizer_s=opt) - no_sync_update(micro, k, link, w, optimizer_s=opt)
+        rows.append({"link": name, "k": k, "repeats": len(pairs), "median_s": statistics.median(pairs),
+                     "min_s": min(pairs), "max_s": max(pairs), "model_s": model})  # fmt: skip
     return rows

@@ -72,23 +72,56 @@ def fp32_hook(state, bucket):
     return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
 
 
-# Every wrong answer the graders are fed below, measured on 2 real ranks in ONE launch (a launch
-# costs seconds), by the graders' own rank functions; each grader then judges its replayed result.
+def no_zero_grad(ddp_model, optimizer, micro_batches, k):
+    """One all-reduce per step, but the gradients are never zeroed after a step: they pile up."""
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        with nullcontext() if (i + 1) % k == 0 else ddp_model.no_sync():
+            (F.mse_loss(ddp_model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+
+
+def mean_loss_sum(local_loss):
+    """No hang, but the all-reduced SUM is reported as the mean."""
+    total = torch.tensor([float(local_loss)])
+    dist.all_reduce(total)
+    return total.item() if dist.get_rank() == 0 else None
+
+
+def mean_loss_over_two(local_loss):
+    """Right on 2 ranks only: the world size hard-coded."""
+    total = torch.tensor([float(local_loss)])
+    dist.all_reduce(total)
+    return total.item() / 2 if dist.get_rank() == 0 else None
+
+
+# Every wrong answer the graders are fed below, measured on real ranks in one launch per world size
+# (a launch costs seconds), by the graders' own rank functions; each grader then judges its replayed
+# result. Exercise 4 (the hang) runs on 3 ranks, the others on 2.
 REPLAYED = {
-    "_train_stream": ("forward_outside", "without_1_over_k"),
-    "_train_with_hook": ("fp16_hook_without_mean", "fp32_hook"),
-    "_mean_loss_on_rank": ("mean_loss_without_collective", "mean_loss_as_tensor"),
-}
+    exercises.WORLD: {
+        "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad"),
+        "_train_with_hook": ("fp16_hook_without_mean", "fp32_hook"),
+    },
+    exercises.MEAN_WORLD: {
+        "_mean_loss_on_rank": ("mean_loss_without_collective", "mean_loss_as_tensor", "mean_loss_sum",
+                               "mean_loss_over_two"),
+    },
+}  # fmt: skip
 
 
-def _measure_wrong_answers() -> dict:
-    return {(rank_fn, name): getattr(exercises, rank_fn)(globals()[name]) for rank_fn, names in REPLAYED.items()
-            for name in names}  # fmt: skip
+def _measure_wrong_answers(world: int) -> dict:
+    out = {(rank_fn, name): getattr(exercises, rank_fn)(globals()[name]) for rank_fn, names in REPLAYED[world].items()
+           for name in names}  # fmt: skip
+    if world == exercises.WORLD:  # exercise 2's run: it does not depend on the answer
+        out[("counts", None)] = exercises.counts(caps=(exercises.BUCKET_CAP_MB,), steps=2)
+    return out
 
 
 @pytest.fixture(scope="module")
 def measured():
-    return launch(_measure_wrong_answers, exercises.WORLD, timeout=240)
+    return {world: launch(_measure_wrong_answers, world, args=(world,), timeout=240) for world in REPLAYED}
 
 
 @pytest.fixture
@@ -96,8 +129,8 @@ def replay(monkeypatch, measured):
     """The graders' ``launch`` returns what the real ranks measured for that rank function and answer."""
 
     def replayed(fn, world_size, args=(), kwargs=None, timeout=None):
-        assert world_size == exercises.WORLD
-        return [rank[(fn.__name__, args[0].__name__)] for rank in measured]
+        key = (fn.__name__, args[0].__name__ if args else None)
+        return [rank[key] for rank in measured[world_size]]
 
     monkeypatch.setattr(exercises, "launch", replayed)
 
@@ -109,7 +142,14 @@ def test_accumulate_grader_catches_forward_outside():
 
 @pytest.mark.usefixtures("replay")
 def test_accumulate_grader_catches_missing_1_over_k():
-    graded_fail(exercises.check_accumulate, without_1_over_k, match=f"{FAILED}.*away from 2 large batches")
+    graded_fail(
+        exercises.check_accumulate, without_1_over_k, match=f"{FAILED}.*away from 2 large batches.*not divided by k"
+    )
+
+
+@pytest.mark.usefixtures("replay")
+def test_accumulate_grader_names_the_missing_zero_grad():
+    graded_fail(exercises.check_accumulate, no_zero_grad, match=f"{FAILED}.*no zero_grad.*optimizer.zero_grad")
 
 
 def test_accumulate_grader_stub_is_not_attempted():
@@ -120,7 +160,7 @@ def test_accumulate_grader_stub_is_not_attempted():
 
 def test_mean_loss_grader_catches_the_hang(monkeypatch):
     monkeypatch.setattr(exercises, "HANG_TIMEOUT", 2.5)
-    graded_fail(exercises.check_mean_loss, mean_loss_on_rank_0_only, match=f"{FAILED}.*still hangs")
+    graded_fail(exercises.check_mean_loss, mean_loss_on_rank_0_only, match=f"{FAILED}.*hangs")
 
 
 def mean_loss_as_tensor(local_loss):
@@ -142,6 +182,16 @@ def test_mean_loss_grader_catches_a_wrong_mean():
 
 
 @pytest.mark.usefixtures("replay")
+def test_mean_loss_grader_says_sum_vs_mean():
+    graded_fail(exercises.check_mean_loss, mean_loss_sum, match=f"{FAILED}.*returned 10.5, the SUM.*get_world_size")
+
+
+@pytest.mark.usefixtures("replay")
+def test_mean_loss_grader_catches_a_hard_coded_world_size():
+    graded_fail(exercises.check_mean_loss, mean_loss_over_two, match=f"{FAILED}.*3 ranks.*fixed number")
+
+
+@pytest.mark.usefixtures("replay")
 def test_fp16_grader_catches_the_sum():
     graded_fail(exercises.check_fp16_hook, fp16_hook_without_mean, match=f"{FAILED}.*divided by the world size")
 
@@ -152,7 +202,11 @@ def test_fp16_grader_catches_float32():
     assert exercises.check_fp16_hook(...) == NOT_ATTEMPTED
 
 
-def test_buckets_grader_catches_the_division_guess():
-    # 1.04 MiB of gradients / 0.3 MiB per bucket, rounded up: the guess the greedy rule refutes.
-    graded_fail(exercises.check_buckets, 4, match=f"{FAILED}.*you predicted 4")
+@pytest.mark.usefixtures("replay")
+def test_buckets_grader_names_each_wrong_rule_and_accepts_a_whole_float():
+    # at 0.03 MiB: 5 buckets in backward order, 6 in registration order, 35 by dividing the bytes
+    graded_fail(exercises.check_buckets, 6, match=f"{FAILED}.*you predicted 6.*REGISTRATION order")
+    graded_fail(exercises.check_buckets, 35, match=f"{FAILED}.*you predicted 35.*divided by the cap")
+    graded_fail(exercises.check_buckets, 5.5, match=f"{FAILED}.*whole number")
+    assert exercises.check_buckets(5.0) == exercises.check_buckets("5") == PASSED
     assert exercises.check_buckets(...) == NOT_ATTEMPTED

@@ -91,3 +91,18 @@ def test_bad_input():
         LinkHook("1GbE")
     with pytest.raises(TypeError, match="DistributedDataParallel"):
         LinkHook().attach(object())
+
+
+def test_savings_pair_the_alternating_repeats(runs):
+    measured = runs[0]["sweep"]
+    rows = sweep.savings(measured)
+    assert [r["k"] for r in rows] == [1, 3] and all(r["repeats"] == 1 for r in rows)
+    walls = {(r["k"], r["loop"]): r["wall_s"][0] for r in measured["emulated"]}
+    for r in rows:  # one repeat: the pair's difference is the whole statistic
+        assert (
+            r["median_s"]
+            == r["min_s"]
+            == r["max_s"]
+            == pytest.approx(walls[(r["k"], "naive")] - walls[(r["k"], "no_sync")])
+        )
+    assert rows[0]["model_s"] == 0 and rows[1]["model_s"] > 0  # K = 1: the same loop; K = 3: two exposed parts

@@ -1,0 +1,314 @@
+"""The overlap model against a real slow link: two network namespaces joined by a veth pair, each
+end shaped with ``tc qdisc ... tbf``, one gloo rank in each (root only: for instructors and CI).
+
+    sudo make validate-link                               # or, as root:
+    python -m lab_utils.topics.ddp.reallink --out lab_utils/topics/ddp/real_link.json
+
+What it does, all in one run (a few minutes at most; every step bounded in time):
+
+1. makes two namespaces and a veth pair with names unique to this process, and removes them on
+   every exit path (``finally``, SIGTERM and SIGINT included);
+2. starts one rank in each namespace; on the unshaped veth they stamp a typical micro-step of lab
+   3's model (``sweep.measure``: forward, backward, each bucket's ready time);
+3. for each of ``rounds`` (one all-reduce round of the gradients = that many backwards), each rank
+   shapes its own end to the rate that gives it, then calibrates the link from a tiny and a bulk
+   all-reduce on it (latency, bandwidth), measures the contention (a backward timed alone and
+   beside a running bulk all-reduce, and that all-reduce alone and beside the backward), and times
+   ``repeats`` updates of the naive and ``no_sync`` loops at every K, alternating;
+4. compares the measured time per update and the saving (median of the repeats, with their
+   spread) with the overlap model fed the stamps of step 2 and the calibrated link, without and
+   with the measured contention (``overlap.Contention``).
+
+Traffic goes only between the veth addresses of the namespaces it made. The ranks run
+``reallink_rank`` inside the namespaces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = ["Config", "Point", "Result", "unavailable", "run", "table", "load", "STORED"]
+
+STORED = Path(__file__).with_name("real_link.json")
+"""The table the lab shows: measured on the machine and at the time it records."""
+
+_ADDR = ("10.203.0.1", "10.203.0.2")
+_PORT = 29617
+_RANK_MODULE = "lab_utils.topics.ddp.reallink_rank"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One validation: link speeds as ``rounds`` (an all-reduce round of all gradients costs that
+    many backwards: > 1 communication-bound, < 1 compute-bound), ``ks``, ``repeats`` per point."""
+
+    rounds: tuple[float, ...] = (3.0, 1.0, 0.3)
+    ks: tuple[int, ...] = (1, 2, 4)
+    repeats: int = 7
+    micro_batch: int = 1024
+    width: int = 256
+    depth: int = 4
+    bucket_cap_mb: float = 0.25
+    timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if not self.rounds or not all(r > 0 for r in self.rounds):
+            raise ValueError(f"rounds={self.rounds!r}: give link speeds as round times in backwards, each > 0")
+        if not self.ks or not all(isinstance(k, int) and k >= 1 for k in self.ks):
+            raise ValueError(f"ks={self.ks!r}: micro-steps per update, ints >= 1")
+        if self.repeats < 1:
+            raise ValueError(f"repeats={self.repeats}: at least 1 (an odd number gives a true median)")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One link, K and loop: the measured seconds per update (median, quartiles of the repeats)
+    against the model without and with contention."""
+
+    rate_mbit: float
+    k: int
+    loop: str
+    measured_s: float
+    q1_s: float
+    q3_s: float
+    model_s: float
+    contended_s: float
+
+    @property
+    def error(self) -> float:
+        return self.measured_s / self.model_s - 1
+
+    @property
+    def contended_error(self) -> float:
+        return self.measured_s / self.contended_s - 1
+
+
+@dataclass
+class Result:
+    """A validation run: its points, the savings (naive - no_sync, per repeat pair), each link's
+    calibration and contention, the micro-step, and where and when it ran (load included)."""
+
+    points: list[Point]
+    savings: list[dict]
+    links: list[dict]
+    micro: dict
+    when: str
+    load_before: str
+    load_after: str
+    machine: str
+    config: dict = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+
+def load(path: str | os.PathLike = STORED) -> Result:
+    """A stored validation (``python -m lab_utils.topics.ddp.reallink --out PATH`` writes one)."""
+    raw = json.loads(Path(path).read_text())
+    raw["points"] = [Point(**p) for p in raw["points"]]
+    return Result(**raw)
+
+
+def unavailable() -> str | None:
+    """Why the real link cannot be built here (None when it can)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "the real link needs root (network namespaces and tc); run it as root, e.g. sudo make validate-link"
+    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
+    if missing:
+        return f"the real link needs {' and '.join(missing)} (iproute2) on PATH"
+    return None
+
+
+class _Namespaces:
+    """Two namespaces joined by a veth pair, named after this process; removed on exit."""
+
+    def __init__(self) -> None:
+        tag = f"l3v{os.getpid()}"
+        self.ns = (f"{tag}a", f"{tag}b")
+        self.iface = (f"{tag}a", f"{tag}b")  # one per namespace (a name is local to it)
+
+    def __enter__(self) -> _Namespaces:
+        self._old = {s: signal.signal(s, _raise_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
+        try:
+            for ns in self.ns:
+                _ip("netns", "add", ns)
+            _ip("link", "add", self.iface[0], "type", "veth", "peer", "name", self.iface[1])
+            for ns, iface, addr in zip(self.ns, self.iface, _ADDR):
+                _ip("link", "set", iface, "netns", ns)
+                _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
+                _ip("-n", ns, "link", "set", iface, "up")
+                _ip("-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ns in self.ns:  # deleting a namespace deletes its end of the veth, and so the pair
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", self.iface[0]], capture_output=True, timeout=30)
+        for s, old in self._old.items():
+            signal.signal(s, old)
+
+
+def _raise_exit(signum: int, _frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def _ip(*args: str) -> None:
+    got = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if got.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {got.stderr.strip()}")
+
+
+def run(config: Config = Config(), *, log=print) -> Result:
+    """Build the link, run both ranks on it, tear it down, and compare with the model."""
+    reason = unavailable()
+    if reason:
+        raise RuntimeError(reason)
+    load_before = Path("/proc/loadavg").read_text().strip()
+    with tempfile.TemporaryDirectory(prefix="real-link-") as work, _Namespaces() as net:
+        Path(work, "config.json").write_text(json.dumps(asdict(config)))
+        procs = []
+        try:
+            for rank, (ns, iface) in enumerate(zip(net.ns, net.iface)):
+                env = dict(os.environ, RANK=str(rank), GLOO_SOCKET_IFNAME=iface, OMP_NUM_THREADS="1",
+                           TORCH_CPP_LOG_LEVEL="ERROR")  # fmt: skip
+                cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", _RANK_MODULE, work]
+                procs.append(subprocess.Popen(cmd, env=env, start_new_session=True))
+            deadline = time.monotonic() + config.timeout_s
+            for p in procs:
+                p.wait(timeout=max(1.0, deadline - time.monotonic()))
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+        if any(p.returncode for p in procs):
+            raise RuntimeError(f"a rank failed (exit codes {[p.returncode for p in procs]}); see its output above")
+        ranks = [json.loads(Path(work, f"rank{r}.json").read_text()) for r in range(2)]
+    result = _compare(ranks, config, load_before)
+    log(table(result))
+    return result
+
+
+def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
+    from lab_utils.overlap import Contention, naive_update, no_sync_update
+    from lab_utils.simnet import Link
+    from lab_utils.topics.ddp.sweep import micro_step
+
+    r0 = ranks[0]
+    stamped, opt = micro_step(r0["loopback"]), r0["loopback"]["optimizer_step_s"]
+    models = {"naive": naive_update, "no_sync": no_sync_update}
+    points, savings, links = [], [], []
+    for i, lk in enumerate(r0["links"]):
+        link = Link(f"tbf {lk['rate_mbit']:.0f} Mbit/s", lk["alpha_s"], lk["beta_Bps"])
+        cont = Contention(*(statistics.mean(r["links"][i]["contention"][j] for r in ranks) for j in (0, 1)))
+        # The machine's speed drifts (other programs): the stamps are rescaled to the compute-only
+        # updates timed beside this link's runs (no communication, so no link in them).
+        # The slowest rank sets the pace of a synchronised update.
+        local = max(sum(statistics.median(r["links"][i]["walls"][str(k)]["compute"]) for k in config.ks)
+                    for r in ranks)  # fmt: skip
+        scale = local / sum(k * (stamped.forward_s + stamped.backward_s) + opt for k in config.ks)
+        micro = _scaled(stamped, scale)
+        links.append(dict({key: v for key, v in lk.items() if key != "walls"}, contention=[cont.compute, cont.comm],
+                          compute_scale=scale))  # fmt: skip
+        for k in config.ks:
+            walls = {name: lk["walls"][str(k)][name] for name in models}
+            for name, fn in models.items():
+                q = statistics.quantiles(walls[name], n=4) if len(walls[name]) > 1 else [walls[name][0]] * 3
+                plain = fn(micro, k, link, 2, optimizer_s=opt)
+                contended = fn(micro, k, link, 2, optimizer_s=opt, contention=cont)
+                points.append(Point(lk["rate_mbit"], k, name, statistics.median(walls[name]), q[0], q[2], plain,
+                                    contended))  # fmt: skip
+            pairs = [a - b for a, b in zip(walls["naive"], walls["no_sync"])]
+            savings.append({
+                "rate_mbit": lk["rate_mbit"], "k": k, "measured_s": statistics.median(pairs),
+                "lo_s": min(pairs), "hi_s": max(pairs),
+                "model_s": models["naive"](micro, k, link, 2) - models["no_sync"](micro, k, link, 2),
+                "contended_s": models["naive"](micro, k, link, 2, contention=cont)
+                - models["no_sync"](micro, k, link, 2, contention=cont),
+            })  # fmt: skip
+    return Result(
+        points=points,
+        savings=savings,
+        links=links,
+        micro={
+            "forward_s": stamped.forward_s,
+            "backward_s": stamped.backward_s,
+            "buckets": len(stamped.buckets),
+            "optimizer_s": opt,
+            "grad_bytes": sum(b.nbytes for b in stamped.buckets),
+        },  # fmt: skip
+        when=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        load_before=load_before,
+        load_after=Path("/proc/loadavg").read_text().strip(),
+        machine=f"{os.cpu_count()} CPU cores, gloo, 2 ranks in 2 network namespaces",
+        config=asdict(config),
+    )
+
+
+def _scaled(micro, factor: float):
+    from lab_utils.overlap import Bucket, MicroStep
+
+    buckets = [Bucket(b.ready_s * factor, b.nbytes, b.op) for b in micro.buckets]
+    return MicroStep(micro.forward_s * factor, micro.backward_s * factor, buckets)
+
+
+def table(result: Result) -> str:
+    """The validation as text: links, points and savings, and the 10 % verdict per model."""
+    lines = [f"real link (veth + tc tbf), {result.machine}; measured {result.when}",
+             f"load (/proc/loadavg) before: {result.load_before}; after: {result.load_after}",
+             f"micro-step: forward {1e3 * result.micro['forward_s']:.1f} ms, backward "
+             f"{1e3 * result.micro['backward_s']:.1f} ms, {result.micro['buckets']} buckets, "
+             f"{result.micro['grad_bytes'] / 2**20:.2f} MiB of gradients", "",
+             f"{'tbf Mbit/s':>10}{'calibrated Mbit/s':>19}{'latency us':>12}{'contention compute':>20}{'comm':>7}"
+             f"{'compute now / stamped':>23}"]  # fmt: skip
+    for lk in result.links:
+        lines.append(f"{lk['rate_mbit']:>10.0f}{8 * lk['beta_Bps'] / 1e6:>19.0f}{1e6 * lk['alpha_s']:>12.0f}"
+                     f"{100 * lk['contention'][0]:>19.0f}%{100 * lk['contention'][1]:>6.0f}%"
+                     f"{lk['compute_scale']:>23.2f}")  # fmt: skip
+    lines += ["", f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured ms (q1-q3)':>22}{'model':>8}{'error':>7}"
+              f"{'+contention':>12}{'error':>7}"]  # fmt: skip
+    for p in result.points:
+        lines.append(f"{p.rate_mbit:>7.0f}{p.k:>3} {p.loop:<8}{1e3 * p.measured_s:>9.1f} ({1e3 * p.q1_s:5.1f}-"
+                     f"{1e3 * p.q3_s:5.1f}){1e3 * p.model_s:>8.1f}{100 * p.error:>6.0f}%{1e3 * p.contended_s:>12.1f}"
+                     f"{100 * p.contended_error:>6.0f}%")  # fmt: skip
+    lines += ["", f"{'Mbit/s':>7}{'K':>3}{'saving ms: measured (min..max)':>32}{'model':>8}{'+contention':>12}"]
+    for s in result.savings:
+        lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
+                     f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
+    for label, attr in (("model", "error"), ("model + contention", "contended_error")):
+        errs = [abs(getattr(p, attr)) for p in result.points]
+        within = sum(e <= 0.10 for e in errs)
+        lines.append(f"{label}: within 10 % at {within} of {len(errs)} points (worst {100 * max(errs):.0f} %)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="write the result as JSON here (the lab reads lab_utils/topics/ddp/real_link.json)")
+    ap.add_argument("--quick", action="store_true", help="K = 1, 2 and 3 repeats (a test of the machinery)")
+    args = ap.parse_args(argv)
+    config = Config(ks=(1, 2), repeats=3, micro_batch=256) if args.quick else Config()
+    result = run(config)
+    if args.out:
+        Path(args.out).write_text(result.to_json())
+        print(f"written: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

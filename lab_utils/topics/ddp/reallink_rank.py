@@ -1,0 +1,179 @@
+"""The rank side of ``reallink``: one gloo rank inside its network namespace.
+
+    ip netns exec NS python -m lab_utils.topics.ddp.reallink_rank WORKDIR   # started by reallink.run
+
+It reads ``WORKDIR/config.json``, stamps the typical micro-step on the unshaped veth, then for
+each link speed shapes its own end (tc tbf), calibrates the link, measures the contention and
+times the loops, and writes ``WORKDIR/rank<r>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+from lab_utils.topics.ddp.reallink import _ADDR, _PORT, Config
+
+__all__ = ["main"]
+
+
+def main(work: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from lab_utils.topics.ddp import sweep, workload
+
+    raw = json.loads(Path(work, "config.json").read_text())
+    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    rank = int(os.environ["RANK"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://{_ADDR[0]}:{_PORT}", rank=rank, world_size=2,
+                            timeout=timedelta(seconds=cfg.timeout_s))  # fmt: skip
+    setup = workload.Setup(width=cfg.width, depth=cfg.depth, micro_batch=cfg.micro_batch)
+    loops = {"naive": _naive, "no_sync": _no_sync, "compute": _compute_only}
+    loopback = sweep.measure({"naive": _naive}, ks=(8,), rounds=(), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb,
+                             setup=setup)  # fmt: skip
+    loopback.pop("emulated")
+    bwd = torch.tensor([statistics.median(s["backward_s"] for s in loopback["loopback"])], dtype=torch.float64)
+    dist.all_reduce(bwd, op=dist.ReduceOp.MAX)
+    grad_bytes = sum(n for _, n in loopback["loopback"][0]["buckets"])
+    ddp = workload.wrap(workload.model(setup), cfg.bucket_cap_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+    kmax = max(cfg.ks)
+    x, y = workload.dataset(kmax * 2 * setup.micro_batch, setup)
+    mbs = workload.micro_batches(x, y, 0, k=kmax, rank=rank, world_size=2, micro_batch=setup.micro_batch)
+    links = []
+    for r in cfg.rounds:
+        rate_Bps = grad_bytes / (r * bwd.item())  # a 2-rank ring moves each byte once per rank
+        _shape(os.environ["GLOO_SOCKET_IFNAME"], rate_Bps)
+        dist.barrier()
+        alpha, beta, bulk_s = _calibrate(grad_bytes)
+        contention = _contention(ddp.module, mbs[0], grad_bytes, bulk_s)
+        _naive(ddp, opt, mbs[:1])  # warm-up on this link
+        walls: dict[str, dict[str, list[float]]] = {}
+        for k in cfg.ks:
+            walls[str(k)] = {name: [] for name in loops}
+            for _ in range(cfg.repeats):
+                for name, update in loops.items():  # alternating, so a slow spell hits both loops
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    update(ddp, opt, mbs[:k])
+                    walls[str(k)][name].append(time.perf_counter() - t0)
+        links.append({"rate_mbit": 8 * rate_Bps / 1e6, "alpha_s": alpha, "beta_Bps": beta, "bulk_s": bulk_s,
+                      "contention": contention, "walls": walls})  # fmt: skip
+    Path(work, f"rank{rank}.json").write_text(json.dumps({"loopback": loopback, "links": links}))
+    del ddp, opt
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _shape(iface: str, rate_Bps: float) -> None:
+    """Limit this namespace's end of the veth to ``rate_Bps`` (tbf; a burst of about 1 ms)."""
+    burst = max(16384, int(rate_Bps * 1e-3))
+    cmd = ["tc", "qdisc", "replace", "dev", iface, "root", "tbf", "rate", f"{int(8 * rate_Bps)}bit",
+           "burst", str(burst), "latency", "2s"]  # fmt: skip
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if got.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {got.stderr.strip()}")
+
+
+def _timed_allreduce(t) -> float:
+    import torch.distributed as dist
+
+    t0 = time.perf_counter()
+    dist.all_reduce(t)
+    return time.perf_counter() - t0
+
+
+def _calibrate(nbytes: int, tiny_reps: int = 21, bulk_reps: int = 5) -> tuple[float, float, float]:
+    """Latency and bandwidth of this link for the ring model, from a tiny and a bulk all-reduce:
+    tiny = 2 (p-1) alpha, bulk - tiny = 2 (p-1)/p n / beta (p = 2)."""
+    import torch
+    import torch.distributed as dist
+
+    tiny, bulk = torch.zeros(1), torch.zeros(nbytes // 4)
+    for _ in range(3):
+        _timed_allreduce(tiny)
+    dist.barrier()
+    t_tiny = statistics.median(_timed_allreduce(tiny) for _ in range(tiny_reps))
+    _timed_allreduce(bulk)
+    dist.barrier()
+    t_bulk = statistics.median(_timed_allreduce(bulk) for _ in range(bulk_reps))
+    return t_tiny / 2, nbytes / max(t_bulk - t_tiny, 1e-9), t_bulk
+
+
+def _contention(module, batch, nbytes: int, bulk_s: float, reps: int = 7) -> list[float]:
+    """[compute, comm] slowdowns: a forward + backward timed alone and while a bulk all-reduce
+    runs in another thread (both ranks), and that all-reduce alone (``bulk_s``) and beside it."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    x, y = batch
+
+    def compute() -> float:
+        t0 = time.perf_counter()
+        F.mse_loss(module(x), y).backward()
+        return time.perf_counter() - t0
+
+    compute()
+    alone = statistics.median(compute() for _ in range(reps))
+    n = torch.tensor([max(3.0, reps * alone / bulk_s)])
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)
+    comm: list[float] = []
+    buf = torch.zeros(nbytes // 4)
+    dist.barrier()
+    thread = threading.Thread(target=lambda: comm.extend(_timed_allreduce(buf) for _ in range(int(n.item()))))
+    thread.start()
+    beside = []
+    while thread.is_alive():
+        t = compute()
+        if thread.is_alive():  # it ended with the transfers still running: fully contended
+            beside.append(t)
+    thread.join()
+    module.zero_grad(set_to_none=True)
+    slow_compute = statistics.median(beside) / alone - 1 if beside else 0.0
+    return [max(0.0, slow_compute), max(0.0, statistics.median(comm[:-1] or comm) / bulk_s - 1)]
+
+
+def _compute_only(ddp, opt, micro_batches) -> None:
+    """The same compute with no communication at all: the machine's speed at that moment."""
+    import torch.nn.functional as F
+
+    opt.zero_grad()
+    with ddp.no_sync():
+        for x, y in micro_batches:
+            (F.mse_loss(ddp(x), y) / len(micro_batches)).backward()
+    opt.step()
+
+
+def _naive(ddp, opt, micro_batches) -> None:
+    import torch.nn.functional as F
+
+    opt.zero_grad()
+    for x, y in micro_batches:
+        (F.mse_loss(ddp(x), y) / len(micro_batches)).backward()
+    opt.step()
+
+
+def _no_sync(ddp, opt, micro_batches) -> None:
+    import torch.nn.functional as F
+
+    opt.zero_grad()
+    for x, y in micro_batches[:-1]:
+        with ddp.no_sync():
+            (F.mse_loss(ddp(x), y) / len(micro_batches)).backward()
+    x, y = micro_batches[-1]
+    (F.mse_loss(ddp(x), y) / len(micro_batches)).backward()
+    opt.step()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
