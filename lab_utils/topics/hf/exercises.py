@@ -27,6 +27,7 @@ from lab_utils.topics.hf.trainer import TrainerMeter
 
 __all__ = [
     "check_names",
+    "ClipNorms",
     "exercise_args",
     "trainer_losses",
     "check_loop_from_args",
@@ -86,21 +87,45 @@ def exercise_args(output_dir: str) -> TrainingArguments:
     )
 
 
-def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int]]:
-    """What the Trainer does with ``args``: each micro-batch's loss and the order it read the data."""
+class ClipNorms:
+    """Records the total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in
+    the block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+        self._original: Any = None
+
+    def __enter__(self) -> ClipNorms:
+        original, meter = torch.nn.utils.clip_grad_norm_, self
+
+        def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
+            norm = original(*args, **kwargs)
+            meter.norms.append(float(norm))
+            return norm
+
+        self._original, torch.nn.utils.clip_grad_norm_ = original, clip
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.nn.utils.clip_grad_norm_ = self._original
+
+
+def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
+    """What the Trainer does with ``args``: each micro-batch's loss, the order it read the data and
+    the gradient norm of each update (before clipping)."""
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
     reset_accelerate_state()
     try:
-        with TrainerMeter() as meter:
+        with TrainerMeter() as meter, ClipNorms() as clips:
             trainer = Trainer(model=model, args=args, train_dataset=train_ds)
             trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
             trainer.remove_callback(PrinterCallback)
             trainer.train()
     finally:
         reset_accelerate_state()
-    return meter.micro_losses, list(train_ds.order)
+    return meter.micro_losses, list(train_ds.order), clips.norms
 
 
 @grader(
@@ -113,17 +138,30 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
         train_ds, _ = make_splits(32, 4)
         reset_accelerate_state()
         try:  # the student's loop first: a stub stops here, before the Trainer's run
-            got = loop_from_args(args, build_model(), train_ds)
+            with ClipNorms() as clips:
+                got = loop_from_args(args, build_model(), train_ds)
         finally:
             reset_accelerate_state()
-        want, want_order = trainer_losses(args, n_train=len(train_ds))
+        want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
     gap = max(abs(a - b) for a, b in zip(got, want))
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
     assert first is None, f"the losses part at micro-batch {first} (largest gap {gap:.2g})"
-    return f"{len(got)} micro-batch losses equal to the Trainer's"
+    # AdamW and clipping hide a wrong gradient scale from the losses (section 3): the norms show it
+    assert clips.norms, "your loop never clipped the gradients (the Trainer clips at args.max_grad_norm)"
+    assert len(clips.norms) == len(want_norms), (
+        f"your loop clipped {len(clips.norms)} times, the Trainer once per update ({len(want_norms)} updates)"
+    )
+    ratios = [a / b for a, b in zip(clips.norms, want_norms)]
+    bad = [r for r in ratios if abs(r - 1) > 1e-4]
+    assert not bad, (
+        f"same losses, but the gradient norm of your updates is {[round(r, 3) for r in ratios]} x the "
+        f"Trainer's (is each micro-batch's loss divided by the {args.gradient_accumulation_steps} "
+        f"accumulation steps exactly once?)"
+    )
+    return f"{len(got)} micro-batch losses and {len(ratios)} gradient norms equal to the Trainer's"
 
 
 # ----------------------------------------------------------------------------- 3. your own loss

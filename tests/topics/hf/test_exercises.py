@@ -108,11 +108,41 @@ def _ignores_accumulation(args, model, train_ds):
     return right_loop(dataclasses.replace(args, gradient_accumulation_steps=1), model, train_ds)
 
 
+def _forgets_the_division(args, model, train_ds):
+    """Steps once per window by hand, with an Accelerator of one accumulation step, and never
+    divides the loss: every update's gradient is the window's sum, grad_accum x too large."""
+    k = args.gradient_accumulation_steps
+    accelerator = Accelerator(
+        cpu=args.use_cpu, dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, data_seed=args.seed)
+    )
+    set_seed(args.seed)
+    model.activation_checkpointing_enable()
+    train_dl = DataLoader(train_ds, batch_size=args.per_device_train_batch_size, shuffle=True)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+    scheduler = get_scheduler(args.lr_scheduler_type, optimizer, args.warmup_steps, math.ceil(len(train_dl) / k))
+    model, optimizer, train_dl, scheduler = accelerator.prepare(model, optimizer, train_dl, scheduler)
+    model.train()
+    losses = []
+    for i, batch in enumerate(train_dl):
+        loss = model(**batch).loss
+        accelerator.backward(loss)  # the bug: no division by k
+        if (i + 1) % k == 0 or i + 1 == len(train_dl):
+            accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
 @pytest.mark.slow
-def test_loop_from_args_passes_the_right_loop_and_fails_one_without_accumulation():
+def test_loop_from_args_passes_the_right_loop_and_fails_the_scaling_and_accumulation_bugs():
     exercises.check_loop_from_args(right_loop)
     msg = _fails(exercises.check_loop_from_args, _ignores_accumulation)
     assert "losses part at micro-batch" in msg
+    # the bug section 3 is about: the losses agree, only the gradient norm shows it
+    msg = _fails(exercises.check_loop_from_args, _forgets_the_division)
+    assert "gradient norm of your updates is [2.0, 2.0" in msg
 
 
 def test_scaled_loss_fails_when_backwards_division_is_forgotten():
