@@ -28,7 +28,7 @@ OUTER_LR, OUTER_MU = 0.7, 0.9
 
 
 @grader(
-    "Exercise 1 · the DiLoCo outer step",
+    "Exercise 3 · the DiLoCo outer step",
     hint="reread section 4: which way does the outer gradient point, and where does Nesterov's "
     "look-ahead use the updated momentum buffer?",
 )
@@ -62,7 +62,7 @@ def _average_flat(model: nn.Module) -> None:
 
 
 def _local_sgd_with(average: Callable[[nn.Module], None]) -> Callable[..., None]:
-    """Exercise 2's reference loop, with its averaging passed in: H local steps, ``average(model)``
+    """Exercise 1's reference loop, with its averaging passed in: H local steps, ``average(model)``
     every H steps and once more at exit if needed (tests pass a wrong averaging to it)."""
 
     def train(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
@@ -113,7 +113,7 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dic
 
 
 @grader(
-    "Exercise 2 · local SGD from scratch",
+    "Exercise 1 · local SGD from scratch",
     hint="reread sections 1 and 3: where may a step communicate, how many collectives make one "
     "averaging, what does all_reduce leave in the buffer, and do the ranks end equal?",
 )
@@ -139,7 +139,7 @@ def _accelerate_rank(loop: Callable[..., Any], cfg: dict[str, Any]) -> dict[str,
 
 
 @grader(
-    "Exercise 3 · LocalSGD that counts optimizer updates",
+    "Exercise 2 · LocalSGD that counts optimizer updates",
     hint="reread section 2: local_sgd.step() counts its calls; which micro-batches end with an update?",
 )
 def check_update_loop(loop: Callable[..., Any]) -> str:
