@@ -3,17 +3,6 @@
 # (`labs/04_trainer_to_accelerator.ipynb`). The lab's exercise cells are these cells with each
 # solution region replaced by a stub: `python -m lab_utils.solutions sync` writes them.
 
-# %% exercise="hf-names"
-### BEGIN SOLUTION
-answer = dict(
-    eval_strategy="epoch",  # the talk: evaluation_strategy (removed: TypeError)
-    gradient_accumulation_steps=4,
-    activation_checkpointing=True,  # the talk: gradient_checkpointing (FutureWarning)
-    use_cpu=not torch.cuda.is_available(),  # the talk's era: no_cuda (removed: TypeError)
-)
-### END SOLUTION
-
-
 # %% exercise="hf-loop-from-args"
 def loop_from_args(args, model, train_ds):
     """Train `model` on `train_ds` with an Accelerate loop, exactly as Trainer(model, args,
@@ -68,9 +57,13 @@ class WeightedLossTrainer(Trainer):
         ### END SOLUTION
 
 
-# %% exercise="hf-scaled-loss"
-def scaled_loss(token_loss_sum, window_tokens, grad_accum):
-    """The loss to hand accelerator.backward for one micro-batch of a window (see the text)."""
+# %% exercise="hf-window-loss"
+def window_loss(accelerator, token_loss_sum, window_tokens):
+    """The loss to hand accelerator.backward for one micro-batch: `token_loss_sum` is the sum of its
+    token losses, `window_tokens` this rank's target tokens in the whole window (a tensor), so that
+    the window's gradient, on every rank, is one big batch's over all ranks' tokens."""
     ### BEGIN SOLUTION
-    return token_loss_sum / window_tokens * grad_accum  # backward divides by grad_accum again
+    all_tokens = accelerator.gather(window_tokens).sum()  # the window's count over every rank
+    # accelerator.backward divides by the accumulation steps, DDP averages over the ranks: undo both
+    return token_loss_sum * accelerator.gradient_accumulation_steps * accelerator.num_processes / all_tokens
     ### END SOLUTION

@@ -3,20 +3,6 @@
 # writes the lab's exercise cells from this file, each solution replaced by a stub.
 
 
-# %% exercise="lsgd-outer-step"
-def outer_step(anchor, averaged, momentum, lr, mu):
-    """One DiLoCo outer step, in place: `anchor` (the global parameters before this round) moves,
-    `momentum` (one buffer per tensor, zeros at first) is updated. `averaged` is the mean over the
-    ranks of their parameters after H inner steps."""
-    with torch.no_grad():
-        ### BEGIN SOLUTION
-        for a, avg, m in zip(anchor, averaged, momentum):
-            g = a - avg  # the outer gradient: the way back from where the ranks went
-            m.mul_(mu).add_(g)
-            a.sub_(lr * (g + mu * m))  # Nesterov: look ahead along the momentum
-        ### END SOLUTION
-
-
 # %% exercise="lsgd-from-scratch"
 def local_sgd_flat(model, opt, batches, H):
     """Local SGD on this rank: H steps without communication, then every parameter replaced by
@@ -61,3 +47,17 @@ def update_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_
                 if accelerator.sync_gradients:  # count updates, not micro-batches
                     local_sgd.step()
     ### END SOLUTION
+
+
+# %% exercise="lsgd-outer-step"
+def outer_step(anchor, averaged, momentum, lr, mu):
+    """One DiLoCo outer step, in place: `anchor` (the global parameters before this round) moves,
+    `momentum` (one buffer per tensor, zeros at first) is updated. `averaged` is the mean over the
+    ranks of their parameters after H inner steps."""
+    with torch.no_grad():
+        ### BEGIN SOLUTION
+        for a, avg, m in zip(anchor, averaged, momentum):
+            g = a - avg  # the outer gradient: the way back from where the ranks went
+            m.mul_(mu).add_(g)
+            a.sub_(lr * (g + mu * m))  # Nesterov: look ahead along the momentum
+        ### END SOLUTION

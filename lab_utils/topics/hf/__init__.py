@@ -13,7 +13,7 @@
 Modules, one concept each (each loaded on first use, so ranks import only what they need):
 
 - ``data``: the classification job (splits that record their read order, tiny GPT-2, accuracy/F1).
-- ``names``: other renames from transformers 4.x to 5 (not exercise 1's three).
+- ``names``: the talk's transformers 4.x names and their 5.x replacements.
 - ``trainer``: ``TrainerMeter`` (micro-batch losses, from outside) and ``summary`` of a run's log.
 - ``meters``: ``LoopMeter`` / ``metered`` / ``metered_each``: per micro-batch and per backward sync
   flags, all-reduces, real steps, gradient norms.

@@ -1,19 +1,17 @@
 """Graders of lab 4's exercises: each runs the student's code and measures it against a reference.
 
     from lab_utils.topics.hf import exercises
-    exercises.check_names(answer)                 # 1: the talk's TrainingArguments, today's names
-    exercises.check_loop_from_args(loop_from_args) # 2: an Accelerate loop == the Trainer's losses
-    exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)  # 3: your own loss, divided once
-    exercises.check_scaled_loss(scaled_loss)       # 4: a token-normalised loss through accelerator.backward
+    exercises.check_loop_from_args(loop_from_args) # 1: the Trainer's losses AND gradient norms
+    exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)  # 2: your own loss, divided once
+    exercises.check_window_loss(window_loss)       # 3: a window's tokens across 2 real ranks
 
-Each prints ○ (not attempted), ✓, or raises ✗ with a hint (``lab_utils.checks.grader``).
+Each prints ○ (not attempted), ✓, or ✗ with a hint, and returns the mark (``lab_utils.checks.grader``).
 """
 
 from __future__ import annotations
 
 import tempfile
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,43 +24,19 @@ from lab_utils.topics.hf.guards import reset_accelerate_state
 from lab_utils.topics.hf.trainer import TrainerMeter
 
 __all__ = [
-    "check_names",
+    "ClipNorms",
     "exercise_args",
     "trainer_losses",
     "check_loop_from_args",
     "check_own_loss",
-    "check_scaled_loss",
+    "token_window_rank",
+    "check_window_loss",
 ]
 
 
-# ----------------------------------------------------------------------------- 1. names
-_TALK_NAMES = ("evaluation_strategy", "gradient_checkpointing", "no_cuda")  # the exercise's old names
-
-
-@grader(
-    "Exercise 1 · the talk's arguments, today",
-    hint="section 6 shows which of the talk's names fail or warn; the warning names one replacement",
-)
-def check_names(answer: Mapping[str, Any]) -> str:
-    assert isinstance(answer, Mapping), f"answer is a {type(answer).__name__}: write the keyword arguments as a dict"
-    old = [k for k in answer if k in _TALK_NAMES]
-    assert not old, f"{old} are the talk's names"
-    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
-        warnings.simplefilter("error")
-        try:
-            args = TrainingArguments(output_dir=d, report_to="none", **dict(answer))
-        except (TypeError, ValueError, Warning) as e:
-            raise AssertionError(f"TrainingArguments refused or warned: {e}") from None
-    assert str(args.eval_strategy.value) == "epoch", "evaluation should run after each epoch"
-    assert args.gradient_accumulation_steps == 4, "keep the 4 accumulation steps"
-    assert args.activation_checkpointing, "keep checkpointing on"
-    assert args.use_cpu or torch.cuda.is_available(), "no GPU here: say so the way transformers 5 spells it"
-    return "built with current names, no warning"
-
-
-# ----------------------------------------------------------------------------- 2. loop from arguments
+# ----------------------------------------------------------------------------- 1. loop from arguments
 def exercise_args(output_dir: str) -> TrainingArguments:
-    """Exercise 2's Trainer setup: other settings than section 2's (cosine schedule with warm-up,
+    """Exercise 1's Trainer setup: other settings than section 2's (cosine schedule with warm-up,
     clipping at 0.5, 2 accumulation steps, another seed)."""
     return TrainingArguments(
         output_dir=output_dir,
@@ -86,25 +60,49 @@ def exercise_args(output_dir: str) -> TrainingArguments:
     )
 
 
-def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int]]:
-    """What the Trainer does with ``args``: each micro-batch's loss and the order it read the data."""
+class ClipNorms:
+    """Records the total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in
+    the block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
+
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+        self._original: Any = None
+
+    def __enter__(self) -> ClipNorms:
+        original, meter = torch.nn.utils.clip_grad_norm_, self
+
+        def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
+            norm = original(*args, **kwargs)
+            meter.norms.append(float(norm))
+            return norm
+
+        self._original, torch.nn.utils.clip_grad_norm_ = original, clip
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        torch.nn.utils.clip_grad_norm_ = self._original
+
+
+def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
+    """What the Trainer does with ``args``: each micro-batch's loss, the order it read the data and
+    the gradient norm of each update (before clipping)."""
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
     reset_accelerate_state()
     try:
-        with TrainerMeter() as meter:
+        with TrainerMeter() as meter, ClipNorms() as clips:
             trainer = Trainer(model=model, args=args, train_dataset=train_ds)
             trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
             trainer.remove_callback(PrinterCallback)
             trainer.train()
     finally:
         reset_accelerate_state()
-    return meter.micro_losses, list(train_ds.order)
+    return meter.micro_losses, list(train_ds.order), clips.norms
 
 
 @grader(
-    "Exercise 2 · an Accelerate loop from TrainingArguments",
+    "Exercise 1 · an Accelerate loop from TrainingArguments",
     hint="reread sections 2 and 3: every Trainer default has a line in the loop",
 )
 def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
@@ -113,20 +111,33 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
         train_ds, _ = make_splits(32, 4)
         reset_accelerate_state()
         try:  # the student's loop first: a stub stops here, before the Trainer's run
-            got = loop_from_args(args, build_model(), train_ds)
+            with ClipNorms() as clips:
+                got = loop_from_args(args, build_model(), train_ds)
         finally:
             reset_accelerate_state()
-        want, want_order = trainer_losses(args, n_train=len(train_ds))
+        want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
     gap = max(abs(a - b) for a, b in zip(got, want))
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
     assert first is None, f"the losses part at micro-batch {first} (largest gap {gap:.2g})"
-    return f"{len(got)} micro-batch losses equal to the Trainer's"
+    # AdamW and clipping hide a wrong gradient scale from the losses (section 3): the norms show it
+    assert clips.norms, "your loop never clipped the gradients (the Trainer clips at args.max_grad_norm)"
+    assert len(clips.norms) == len(want_norms), (
+        f"your loop clipped {len(clips.norms)} times, the Trainer once per update ({len(want_norms)} updates)"
+    )
+    ratios = [a / b for a, b in zip(clips.norms, want_norms)]
+    bad = [r for r in ratios if abs(r - 1) > 1e-4]
+    assert not bad, (
+        f"same losses, but the gradient norm of your updates is {[round(r, 3) for r in ratios]} x the "
+        f"Trainer's (is each micro-batch's loss divided by the {args.gradient_accumulation_steps} "
+        f"accumulation steps exactly once?)"
+    )
+    return f"{len(got)} micro-batch losses and {len(ratios)} gradient norms equal to the Trainer's"
 
 
-# ----------------------------------------------------------------------------- 3. your own loss
+# ----------------------------------------------------------------------------- 2. your own loss
 _OWN_K, _OWN_B = 4, 4  # one window of 4 micro-batches of 4 sequences
 
 
@@ -146,7 +157,7 @@ def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], w
 
 
 @grader(
-    "Exercise 3 · your own loss in the Trainer",
+    "Exercise 2 · your own loss in the Trainer",
     hint="reread section 3: what the Trainer believes about a loss, and its setting loss_is_scaled_for_ga",
 )
 def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
@@ -194,20 +205,78 @@ def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
     return f"the window's gradient is the mean of {_OWN_K} weighted micro-batch losses (norm {got_norm:.3g})"
 
 
-# ----------------------------------------------------------------------------- 4. through accelerator.backward
+# ----------------------------------------------------------------------------- 3. tokens across ranks
+# Each rank's micro-batches hold very different numbers of target tokens, and the two ranks'
+# windows differ too (52 vs 45 tokens): a count that is not gathered, a missing num_processes (1/2)
+# or a missing grad_accum (1/3) each give another gradient than one big batch of all 97 tokens.
+_TOKENS = ((3, 40, 9), (25, 6, 14))  # [rank][micro-batch] target tokens
+_VOCAB, _WIDTH = 11, 8
+
+
+def _tiny_lm(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Embedding(_VOCAB, _WIDTH), torch.nn.Linear(_WIDTH, _VOCAB))
+
+
+def _token_data(seed: int = 1) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    g = torch.Generator().manual_seed(seed)
+    return [
+        [(torch.randint(0, _VOCAB, (n,), generator=g), torch.randint(0, _VOCAB, (n,), generator=g)) for n in rank]
+        for rank in _TOKENS
+    ]
+
+
+def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
+    """One rank of exercise 3's check: a window of 3 micro-batches through ``accumulate`` with the
+    student's loss, then this rank's gradient against one big batch over every rank's tokens."""
+    import torch.distributed as dist
+    from accelerate import Accelerator
+
+    reset_accelerate_state()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    accelerator = Accelerator(gradient_accumulation_steps=len(_TOKENS[0]), cpu=torch.cuda.device_count() < world)
+    data = _token_data()
+    ref = _tiny_lm()
+    x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
+    torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
+    want = torch.cat([p.grad.flatten() for p in ref.parameters()])
+
+    model = accelerator.prepare(_tiny_lm())
+    mine = data[rank]
+    window_tokens = torch.tensor(sum(len(t) for t, _ in mine), device=accelerator.device)
+    for inputs, targets in mine:
+        with accelerator.accumulate(model):
+            logits = model(inputs.to(accelerator.device))
+            token_loss_sum = torch.nn.functional.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
+            accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
+    got = torch.cat([p.grad.flatten().cpu() for p in model.parameters()])
+    reset_accelerate_state()
+    return {
+        "ratio": float(got.norm() / want.norm()),
+        "gap": float((got - want).norm() / want.norm()),
+        "cos": float(torch.nn.functional.cosine_similarity(got, want, dim=0)),
+    }
+
+
 @grader(
-    "Exercise 4 · token-normalised loss through accelerator.backward",
-    hint="reread section 3: what accelerator.backward does to the loss",
+    "Exercise 3 · a window's tokens across ranks",
+    hint="the count is the window's over ALL ranks (accelerator.gather), and both accelerator.backward "
+    "(÷ gradient_accumulation_steps) and DDP (mean over ranks) divide the loss you hand it",
 )
-def check_scaled_loss(scaled_loss: Callable[[Any, int, int], Any]) -> str:
-    g = torch.Generator().manual_seed(1)
-    for k in (2, 4):
-        tokens = torch.randint(1, 40, (k,), generator=g)
-        sums = torch.rand(k, generator=g, dtype=torch.float64) * tokens
-        big = (sums.sum() / tokens.sum()).item()  # one batch: the mean over all tokens
-        got = sum(float(scaled_loss(s, int(tokens.sum()), k)) / k for s in sums)  # backward divides by k
-        assert abs(got - big) <= 1e-9 * max(1.0, abs(big)), (
-            f"with grad_accum={k}, after accelerator.backward's division your losses add up to "
-            f"{got:.6f}; one big batch gives {big:.6f}"
+def check_window_loss(window_loss: Callable[..., Any]) -> str:
+    from lab_utils.launch import launch
+
+    ranks = launch(token_window_rank, world_size=2, args=(window_loss,), timeout=120)
+    r = ranks[0]
+    if r["gap"] <= 1e-5:
+        n = sum(map(sum, _TOKENS))
+        return f"on {len(ranks)} ranks, the window's gradient equals one big batch of all {n} tokens"
+    if r["cos"] < 1 - 1e-6:
+        raise AssertionError(
+            f"your gradient points elsewhere than one big batch's (cosine {r['cos']:.4f}): the ranks' tokens were "
+            f"weighted unequally (is the token count gathered over the ranks, not this rank's own?)"
         )
-    return "the window equals one big batch for 2 and 4 accumulation steps"
+    raise AssertionError(
+        f"right direction, but the gradient is {r['ratio']:.3g}x one big batch's "
+        f"(2 ranks, {len(_TOKENS[0])} micro-batches per window: who divides, and by what?)"
+    )

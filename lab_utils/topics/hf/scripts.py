@@ -3,7 +3,7 @@
     from lab_utils.topics.hf import scripts
     cmd = scripts.command("accelerate", scripts.job_script(), processes=2)
     print(scripts.shown(cmd))      # accelerate launch --multi_gpu --num_processes 2 ... --processes 2
-    out = scripts.run(cmd)         # returncode, rank 0's JSON result, the guard's error line
+    out = scripts.run(cmd)         # returncode, the main process's JSON result, the guard's error line
     outs = scripts.run_all({"a": cmd, "b": cmd2})   # several commands at once, results by name
 
 Launchers: ``accelerate`` (``--multi_gpu``: its multi-process path, the script builds
@@ -34,10 +34,17 @@ _TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 
 
 def command(
-    launcher: str, script: str, *, processes: int = 2, port: int | None = None, args: tuple[str, ...] = ()
+    launcher: str,
+    script: str,
+    *,
+    processes: int = 2,
+    port: int | None = None,
+    args: tuple[str, ...] = (),
+    checked: bool = True,
 ) -> list[str]:
     """The argv that runs ``script`` on ``processes`` processes with ``launcher`` (one of
-    ``LAUNCHERS``); the script gets ``--processes N`` so it checks what it got."""
+    ``LAUNCHERS``); with ``checked`` the script gets ``--processes N`` and stops when it got fewer,
+    without it the script trains on whatever it got (and reports ``num_processes``)."""
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher={launcher!r}: choose one of {LAUNCHERS}")
     port = check_port_free(free_port() if port is None else port)
@@ -49,7 +56,7 @@ def command(
         head = _ACCELERATE + ["--cpu", "--num_processes", n, *common, "--main_process_port", str(port)]
     else:
         head = _TORCHRUN + ["--standalone", "--nproc_per_node", n]
-    return head + [script, "--processes", n, *args]
+    return head + [script, *(["--processes", n] if checked else []), *args]
 
 
 def job_script() -> str:

@@ -13,18 +13,20 @@ Modules:
     record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
     accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted (barriers too)
     cost             measured compute + simulated communication (the overlap model) = time on another network
-    study            run_seeds(method, ...): several seeds trained as one; paired and worst-vs-best verdicts
+    study            run_seeds(method, ...): several seeds trained as one; paired verdicts, the sign test
+    diloco           DiLoCo's outer-step grid from a synchronous start; the stored study (load_stored)
     figures          the lab's plotly figures
     exercises        the graders of the lab's exercises
 """
 
-from lab_utils.topics.local_sgd import cost, exercises, figures, record, study, task
+from lab_utils.topics.local_sgd import cost, diloco, exercises, figures, record, study, task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
 from lab_utils.topics.local_sgd.record import gather, run
 
 __all__ = [
     "cost",
+    "diloco",
     "exercises",
     "figures",
     "record",

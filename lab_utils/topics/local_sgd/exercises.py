@@ -28,7 +28,7 @@ OUTER_LR, OUTER_MU = 0.7, 0.9
 
 
 @grader(
-    "Exercise 1 · the DiLoCo outer step",
+    "Exercise 3 · the DiLoCo outer step",
     hint="reread section 4: which way does the outer gradient point, and where does Nesterov's "
     "look-ahead use the updated momentum buffer?",
 )
@@ -62,7 +62,7 @@ def _average_flat(model: nn.Module) -> None:
 
 
 def _local_sgd_with(average: Callable[[nn.Module], None]) -> Callable[..., None]:
-    """Exercise 2's reference loop, with its averaging passed in: H local steps, ``average(model)``
+    """Exercise 1's reference loop, with its averaging passed in: H local steps, ``average(model)``
     every H steps and once more at exit if needed (tests pass a wrong averaging to it)."""
 
     def train(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
@@ -113,7 +113,7 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dic
 
 
 @grader(
-    "Exercise 2 · local SGD from scratch",
+    "Exercise 1 · local SGD from scratch",
     hint="reread sections 1 and 3: where may a step communicate, how many collectives make one "
     "averaging, what does all_reduce leave in the buffer, and do the ranks end equal?",
 )
@@ -134,26 +134,46 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
 
-def _accelerate_rank(loop: Callable[..., Any], cfg: dict[str, Any]) -> dict[str, Any]:
-    return run_accelerate(loop, **cfg)
+def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from lab_utils.topics.hf.guards import reset_accelerate_state
+
+    out = []
+    for cfg in cfgs:  # a fresh Accelerator for each setting
+        reset_accelerate_state()
+        out.append(run_accelerate(loop, **cfg))
+    return out
+
+
+# Two settings: the lab's, and one whose last window is shorter (14 micro-batches, accumulation 3:
+# the loader's end makes a 5th update of 2 micro-batches), so a loop that counts updates from the
+# micro-batch index instead of accelerator.sync_gradients misses one.
+_UPDATE_LOOP_CFGS = [
+    dict(accumulation=2, micro_batches=16, local_sgd_steps=3),
+    dict(accumulation=3, micro_batches=14, local_sgd_steps=5),
+]
 
 
 @grader(
-    "Exercise 3 · LocalSGD that counts optimizer updates",
+    "Exercise 2 · LocalSGD that counts optimizer updates",
     hint="reread section 2: local_sgd.step() counts its calls; which micro-batches end with an update?",
 )
 def check_update_loop(loop: Callable[..., Any]) -> str:
-    k, cfg = 3, dict(accumulation=2, micro_batches=16, local_sgd_steps=3)
-    ranks = launch(_accelerate_rank, 2, args=(loop, cfg), timeout=180)
-    r = ranks[0]
-    assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
-    assert not any(e["source"] == "ddp-hook" for e in r["events"]), (
-        "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
-    )
-    avgs = r["averagings"]
-    want = r["updates"] // k + 1  # every k updates, plus once at exit
-    assert len(avgs) == want, f"{len(avgs)} averagings in {r['updates']} updates; one every {k} updates + 1 at exit"
-    inside = [a["micro_batch"] for a in avgs if not a["on_update_boundary"]]
-    assert not inside, f"averagings inside an accumulation window, at micro-batches {inside}"
-    assert r["param_fingerprint"] == ranks[1]["param_fingerprint"], "the ranks end with different parameters"
-    return f"{len(avgs)} averagings in {r['updates']} updates, each right after an update"
+    ranks = launch(_accelerate_rank, 2, args=(loop, _UPDATE_LOOP_CFGS), timeout=240)
+    done = []
+    for i, cfg in enumerate(_UPDATE_LOOP_CFGS):
+        r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
+        where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
+        assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
+        assert not any(e["source"] == "ddp-hook" for e in r["events"]), (
+            "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
+        )
+        avgs = r["averagings"]
+        want = r["updates"] // k + 1  # every k updates, plus once at exit
+        assert len(avgs) == want, (
+            f"{len(avgs)} averagings in {r['updates']} updates {where}; one every {k} updates + 1 at exit"
+        )
+        inside = [a["micro_batch"] for a in avgs if not a["on_update_boundary"]]
+        assert not inside, f"averagings inside an accumulation window, at micro-batches {inside} {where}"
+        assert r["param_fingerprint"] == ranks[1][i]["param_fingerprint"], f"the ranks end apart {where}"
+        done.append(f"{len(avgs)} in {r['updates']} updates")
+    return f"averagings {' and '.join(done)}, each right after an update"

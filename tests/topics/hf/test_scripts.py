@@ -1,7 +1,6 @@
-"""hf.scripts and labs/scripts/accelerate_job.py: the launcher commands really start 2 processes,
-and the single-process traps are caught by the script's guard. The two `accelerate launch` commands
-(2 processes, and the --cpu trap) are run and checked by lab 4 itself (section 5, under nbval); the
-torchrun forms are run here, both at once."""
+"""hf.scripts and labs/scripts/accelerate_job.py: the take-home script trains on 2 real processes
+under `accelerate launch` and resumes from its saved state; the torchrun trap (no cpu=True) is
+caught, in the same test. The `accelerate launch --cpu` trap is run by lab 4 itself (under nbval)."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ def test_commands_read_as_typed():
     assert text.endswith("job.py --processes 2")
     trap = scripts.shown(scripts.command("accelerate-cpu-trap", "job.py"))
     assert trap.startswith("accelerate launch --cpu --num_processes 2")
+    assert scripts.shown(scripts.command("accelerate-cpu-trap", "job.py", checked=False)).endswith("job.py")
     assert scripts.shown(scripts.command("torchrun", "job.py")).startswith("torchrun --standalone")
     with pytest.raises(ValueError, match="launcher"):
         scripts.command("mpirun", "job.py")
@@ -43,29 +43,29 @@ def test_run_all_runs_each_command_and_keeps_the_names():
         scripts.run_all({})
 
 
-@pytest.fixture(scope="module")
-def torchrun_runs():
-    """Both torchrun forms at once (one launcher imports while the other's ranks train): the
-    2-process run, and on a machine without GPUs the --no-cpu trap."""
-    cmds = {"two": scripts.command("torchrun", SCRIPT, processes=2)}
-    if cuda_count() == 0:
-        cmds["trap"] = scripts.command("torchrun", SCRIPT, processes=2, args=("--no-cpu",))
-    return scripts.run_all(cmds, timeout=300)
-
-
 @pytest.mark.slow
 @two_procs
-def test_torchrun_runs_two_processes(torchrun_runs):
-    out = torchrun_runs["two"]
-    assert out["returncode"] == 0, out["log_tail"]
-    r = out["result"]
-    assert r["num_processes"] == 2 and r["sync"] == [False, False, False, True]
-    assert r["collectives"] == [0, 0, 0, 1] and r["scheduler_steps"] == [0, 0, 0, 2]
-    assert len(r["evals"]) == 1
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(cuda_count() > 0, reason="the trap is about CPU-only machines")
-def test_torchrun_without_cpu_true_is_caught(torchrun_runs):
-    out = torchrun_runs["trap"]
-    assert out["returncode"] != 0 and "trains alone" in out["error"]
+def test_the_script_runs_on_two_processes_and_resumes_where_it_stopped(tmp_path):
+    """Under `accelerate launch` on 2 processes: a full run that saves its state after 2 updates,
+    then a run resumed from that state, which must end with the same weights and losses."""
+    ckpt = tmp_path / "ckpt"
+    args = ("--output_dir", str(ckpt), "--checkpoint_every", "2")
+    cmds = {"full": scripts.command("accelerate", SCRIPT, processes=2, args=args)}
+    if cuda_count() == 0:  # at the same time (one imports while the other trains): torchrun, no cpu=True
+        cmds["trap"] = scripts.command("torchrun", SCRIPT, processes=2, args=("--no-cpu",))
+    runs = scripts.run_all(cmds, timeout=300)
+    full = runs["full"]
+    assert full["returncode"] == 0, full["log_tail"]
+    if "trap" in runs:
+        assert runs["trap"]["returncode"] != 0 and "trains alone" in runs["trap"]["error"]
+    r = full["result"]
+    assert r["num_processes"] == 2 and r["updates"] == 4 and len(r["losses"]) == 8  # 128 / 8 / 2 ranks
+    assert sorted(p.name for p in ckpt.iterdir()) == ["step_2", "step_4"]
+    resumed = scripts.run(
+        scripts.command("accelerate", SCRIPT, processes=2, args=("--resume_from", str(ckpt / "step_2"))), timeout=300
+    )
+    assert resumed["returncode"] == 0, resumed["log_tail"]
+    s = resumed["result"]
+    assert s["num_processes"] == 2 and s["updates"] == 4
+    assert s["losses"] == pytest.approx(r["losses"][4:], abs=1e-6)  # the same micro-batches, the same model
+    assert s["checksum"] == pytest.approx(r["checksum"], abs=1e-6)

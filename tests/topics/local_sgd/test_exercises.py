@@ -149,6 +149,24 @@ def test_update_loop_fails_the_guides_loop():
     graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
 
 
+def _counts_by_index(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Counts updates from the micro-batch index, not sync_gradients: misses the short last window."""
+    acc = accelerator.gradient_accumulation_steps
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for i, (inputs, targets) in enumerate(dataloader):
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(inputs), targets))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if (i + 1) % acc == 0:
+                    lsgd.step()
+
+
+def test_update_loop_fails_a_count_from_the_index():
+    graded_fail(exercises.check_update_loop, _counts_by_index, match=r"(?s)in 5 updates \(accumulation 3.*hint")
+
+
 @pytest.mark.parametrize("attempt", [..., stub])
 def test_update_loop_not_attempted(attempt):
     assert exercises.check_update_loop(attempt) == NOT_ATTEMPTED

@@ -71,3 +71,14 @@ def test_paired_verdict_compares_seed_by_seed():
     assert study.paired_verdict([1.0, 2.0], [1.0, 3.0]) == "mixed"  # a tie on one seed is not a win
     with pytest.raises(ValueError, match="one value per seed"):
         study.paired_verdict([1.0, 2.0], [1.0])
+
+
+def test_sign_test_counts_wins_and_gives_the_binomial_p():
+    assert study.sign_test([1, 1, 1, 1, 1, 1, 1, 1], [2] * 8) == study.SignTest(8, 8, 2 / 256)
+    t = study.sign_test([1, 1, 1, 1, 1, 1, 1, 3], [2] * 8)
+    assert (t.wins, t.n) == (7, 8) and abs(t.p - 2 * 9 / 256) < 1e-12
+    assert study.sign_test([3] * 5, [2] * 5).wins == 0 and abs(study.sign_test([3] * 5, [2] * 5).p - 1 / 16) < 1e-12
+    assert study.sign_test([1, 2, 1], [2, 2, 2]) == study.SignTest(2, 2, 0.5)  # the tie is dropped
+    assert str(study.SignTest(8, 8, 2 / 256)) == "8 of 8 seeds (sign test p = 0.0078)"
+    with pytest.raises(ValueError, match="one value per seed"):
+        study.sign_test([1], [1, 2])

@@ -1,0 +1,138 @@
+"""DiLoCo's outer optimizer, studied: outer lr {0.7, 1.0} x Nesterov momentum {0, 0.5, 0.9}, each
+from the same synchronously trained start, over 8 paired seeds, on non-IID shards.
+
+    python -m lab_utils.topics.local_sgd.diloco          # the stored study (minutes), rewrites STORED_FILE
+    res = launch(diloco.grid, 2, kwargs=dict(H=16, rounds=12, warmup=32))[0]   # a smaller one, live
+    diloco.load_stored()                                 # {"config": ..., "results": {"0.7/0.9": ...}}
+
+DiLoCo (Douillard et al., 2023) starts from a model trained synchronously, then runs rounds of H
+inner AdamW steps per worker and one outer Nesterov step on the averaged change. The paper: H =
+500, about 128 outer steps after a synchronous pretraining, outer lr 0.7 with momentum 0.9. The
+stored study keeps its 128 outer steps and its synchronous start with H = 32 (this task's shards
+are 32 batches long); the lab runs a smaller grid live next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from lab_utils.topics.local_sgd.study import run_seeds
+
+__all__ = ["GRID", "SEEDS", "STORED", "STORED_FILE", "train_diloco", "grid", "load_stored", "main"]
+
+GRID = [(lr, mu) for lr in (0.7, 1.0) for mu in (0.0, 0.5, 0.9)]  # (outer lr, Nesterov momentum)
+SEEDS = tuple(range(8))
+STORED = dict(H=32, rounds=128, warmup=256)  # the paper's 128 outer steps, after a synchronous start
+STORED_FILE = Path(__file__).with_name("diloco_study.json")
+
+
+def _flat_all_reduce_mean(tensors: list[torch.Tensor]) -> None:
+    """Replace each tensor by its mean over the ranks, with one all_reduce of a flat buffer."""
+    flat = torch.cat([t.flatten() for t in tensors])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    offset = 0
+    for t in tensors:
+        t.copy_(flat[offset : offset + t.numel()].view_as(t))
+        offset += t.numel()
+
+
+def train_diloco(
+    model: torch.nn.Module,
+    opt: Any,
+    batches: Any,
+    log: Any,
+    H: int,
+    outer_lr: float,
+    outer_momentum: float,
+    warmup: int = 0,
+) -> None:
+    """DiLoCo after ``warmup`` synchronous steps (gradients averaged every step): every H inner
+    steps, the anchor takes an outer Nesterov SGD step on ``anchor - mean(local)``."""
+    anchor: list[torch.Tensor] = []
+    outer = None
+    for step, (xb, yb) in enumerate(batches):
+        if step == warmup:  # DiLoCo starts from the synchronously trained parameters
+            anchor = [p.detach().clone().requires_grad_() for p in model.parameters()]
+            outer = torch.optim.SGD(anchor, lr=outer_lr, momentum=outer_momentum, nesterov=outer_momentum > 0)
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        if step < warmup:
+            with torch.no_grad():
+                _flat_all_reduce_mean([p.grad for p in model.parameters()])
+        opt.step()
+        if step >= warmup and (step + 1 - warmup) % H == 0:
+            with torch.no_grad():
+                deltas = [a.detach() - p.detach() for p, a in zip(model.parameters(), anchor)]
+                _flat_all_reduce_mean(deltas)  # the outer gradient: the ranks' mean change
+            for a, d in zip(anchor, deltas):
+                a.grad = d
+            outer.step()
+            with torch.no_grad():
+                for p, a in zip(model.parameters(), anchor):
+                    p.copy_(a)  # every rank restarts from the new anchor
+        log(loss)
+
+
+def grid(
+    H: int, rounds: int, warmup: int, seeds: tuple[int, ...] = SEEDS, skew: float = 1.0, evals: int = 8
+) -> dict[str, dict[str, Any]]:
+    """On each rank: every (outer lr, momentum) of ``GRID`` with ``run_seeds`` (AdamW inside, lr 1e-3),
+    keyed ``"lr/mu"``; each entry holds ``seeds``, ``final`` and ``curve`` per seed, ``rounds``
+    (steps that communicated, the synchronous start included) and ``bytes``."""
+    out = {}
+    for lr, mu in GRID:
+        r = run_seeds(
+            train_diloco,
+            steps=warmup + rounds * H,
+            seeds=seeds,
+            H=H,
+            outer_lr=lr,
+            outer_momentum=mu,
+            warmup=warmup,
+            skew=skew,
+            evals=evals,
+            optimizer="adamw",
+            lr=1e-3,
+        )
+        out[f"{lr}/{mu}"] = {
+            "final": r["final"],
+            "curve": r["curve"],
+            "rounds": r["rounds"],
+            "bytes": r["comm"]["bytes"],
+        }
+    return out
+
+
+def load_stored(path: Path = STORED_FILE) -> dict[str, Any]:
+    """The stored study: ``config`` (H, rounds, warmup, seeds, skew) and ``results`` (as ``grid``)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: run `python -m lab_utils.topics.local_sgd.diloco` to make it")
+    stored = json.loads(path.read_text())
+    for r in stored["results"].values():
+        r.setdefault("seeds", stored["config"]["seeds"])
+    return stored
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="Run the stored DiLoCo study on 2 ranks and write it.")
+    ap.add_argument("--out", type=Path, default=STORED_FILE)
+    a = ap.parse_args(argv)
+    from lab_utils.launch import launch
+
+    ranks = launch(grid, 2, kwargs=dict(**STORED, evals=16), timeout=3600)
+    config = dict(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1))
+    a.out.write_text(json.dumps({"config": config, "results": ranks[0]}, indent=1) + "\n")
+    print(f"wrote {a.out} ({ranks.seconds:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
