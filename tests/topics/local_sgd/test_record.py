@@ -3,8 +3,6 @@ after an averaging, the recorder's own traffic not counted, the same function un
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -13,7 +11,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lab_utils.launch import launch
 from lab_utils.topics.local_sgd import record
-from tests.conftest import torchrun_two_agents, wait_no_ranks
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 STEPS = 32
@@ -148,20 +145,3 @@ def test_errors_say_what_to_do():
         record.run(train_ddp, steps=4)
     with pytest.raises(Exception, match="log\\(loss\\) 0 times"):
         launch(_forgets, 2, timeout=120)
-
-
-@pytest.mark.slow
-def test_two_torchrun_agents_give_launchs_result(runs, tmp_path):
-    """Two agents (--nnodes=2 on localhost) stand in for two machines; rank 0's result equals the
-    H=4 flat run that launch() produced."""
-    result = torchrun_two_agents(
-        "tests.topics.local_sgd.test_record:train_flat",
-        tmp_path,
-        kwargs=json.dumps({"H": 4, "steps": STEPS}),
-    )
-    assert result["world_size"] == 2
-    # torchrun gives each single-process agent both cores (launch: one thread per rank), so the
-    # matmuls may sum in another order: equal up to rounding, not bit for bit.
-    assert (torch.tensor(result["params"]) - runs["H=4 flat"]["params"]).abs().max() < 1e-5
-    assert result["comm"]["bytes"] == runs["H=4 flat"]["comm"]["bytes"]
-    assert not wait_no_ranks()
