@@ -37,6 +37,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 __all__ = [
+    "tensor_bytes",
     "SavedRecord",
     "SavedTensorMeter",
     "CudaPeak",
@@ -295,3 +296,12 @@ def measure_step(
         step()
     m = out["meter"]
     return MemoryReport(m.total_bytes, m.by_module, m.records, out["peak"], cpu)
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes of the given tensors (None skipped), each storage counted once."""
+    seen: dict = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
+    return sum(seen.values())

@@ -25,19 +25,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy
 
-__all__ = ["measure_anatomy", "tensor_bytes"]
-
-
-def tensor_bytes(tensors) -> int:
-    """Bytes of the given tensors (None skipped), each storage counted once."""
-    seen: dict = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
-    return sum(seen.values())
+__all__ = ["measure_anatomy"]
 
 
 def _micro_batches(batch: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:

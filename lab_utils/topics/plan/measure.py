@@ -29,10 +29,10 @@ from dataclasses import asdict
 import torch
 from torch import nn
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy, Shape
 
-__all__ = ["build", "step_parts", "process_peak", "tensor_bytes"]
+__all__ = ["build", "step_parts", "process_peak"]
 
 
 def build(shape: Shape, *, seed: int = 0) -> tuple[nn.Module, dict[str, torch.Tensor]]:
@@ -62,15 +62,6 @@ def build(shape: Shape, *, seed: int = 0) -> tuple[nn.Module, dict[str, torch.Te
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=g)
     return model, {"input_ids": ids, "labels": ids}
-
-
-def tensor_bytes(tensors) -> int:
-    """Bytes of the given tensors (None skipped), each storage counted once."""
-    seen = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
-    return sum(seen.values())
 
 
 def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
