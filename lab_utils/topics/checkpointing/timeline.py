@@ -14,6 +14,7 @@ its clock time: the order of allocations is the same on every run, the clock is 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,14 +57,23 @@ def allocation_timeline(loss_fn: Callable[[], torch.Tensor], device: torch.devic
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"allocation_timeline(device={device!r}): only 'cpu' and 'cuda' have allocator events")
-    with _quiet_native_output():
-        with profile(activities=activities, profile_memory=True) as prof:
-            loss = loss_fn()
-            with record_function(_MARK):
-                loss.backward()
-            del loss
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
+    # No garbage collection inside the window: a cycle left by earlier code, freed there, would be
+    # counted as a free of this step's bytes (seen once in the test suite beside other tests).
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with _quiet_native_output():
+            with profile(activities=activities, profile_memory=True) as prof:
+                loss = loss_fn()
+                with record_function(_MARK):
+                    loss.backward()
+                del loss
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+    finally:
+        if was_enabled:
+            gc.enable()
     events = list(prof.profiler.kineto_results.events())
     marks = [e.start_ns() for e in events if e.name() == _MARK]
     if not marks:
