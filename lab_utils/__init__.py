@@ -18,15 +18,11 @@ package per lab holding its topic code, its figures and its exercise graders
 (``lab_utils.topics.ddp`` is lab 3's).
 """
 
-from lab_utils import checks, data, env, models, overlap, simnet, timing
+from lab_utils import checks, data, env, errors, models, overlap, simnet, timing
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import device, lab_size, pick, versions
 from lab_utils.launch import (
     DistInfo,
-    LaunchError,
-    LaunchTimeout,
-    RankDiedError,
-    RankError,
     RankResults,
     dist_info,
     launch,
@@ -39,10 +35,6 @@ __all__ = [
     "dist_info",
     "DistInfo",
     "RankResults",
-    "LaunchError",
-    "RankError",
-    "RankDiedError",
-    "LaunchTimeout",
     "CommCounter",
     "CommEvent",
     "pick",
@@ -52,6 +44,7 @@ __all__ = [
     "checks",
     "data",
     "env",
+    "errors",
     "models",
     "overlap",
     "simnet",

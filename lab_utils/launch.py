@@ -22,7 +22,7 @@ function typed into a notebook cell works although the workers cannot import the
 / ``get_world_size()`` (or ``dist_info()``), so the same function also runs unchanged under
 ``torchrun`` (see ``run.py``).
 
-Failure is loud and clean: a rank that raises gives ``RankError`` naming the rank with its
+Failure is loud and clean (``lab_utils.errors``): a rank that raises gives ``RankError`` naming the rank with its
 traceback; a rank that dies or a run past ``timeout`` gives ``RankDiedError`` / ``LaunchTimeout``;
 on any exit (success, error, timeout, KeyboardInterrupt) every worker is killed and reaped.
 """
@@ -48,17 +48,13 @@ import torch
 from lab_utils import warm_start
 from lab_utils._worker import result_path
 from lab_utils.env import DistInfo, dist_info, threads_per_rank  # DistInfo, dist_info re-exported
-from lab_utils.errors import LaunchError, LaunchTimeout, RankDiedError, RankError  # re-exported
+from lab_utils.errors import LaunchTimeout, RankDiedError, RankError
 
 __all__ = [
     "launch",
     "dist_info",
     "DistInfo",
     "RankResults",
-    "LaunchError",
-    "RankError",
-    "RankDiedError",
-    "LaunchTimeout",
     "free_port",
     "resolve_backend",
     "max_world_size",

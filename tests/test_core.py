@@ -1,10 +1,17 @@
-"""models, data, checks, env, timing and plots: small, but the labs lean on every one."""
+"""models, data, checks, env, timing and plots: small, but the labs lean on every one; and the
+topic packages' lazy loading, which keeps plotting out of every rank."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
 
 import pytest
 import torch
 
+import lab_utils.topics
 from lab_utils import checks, data, env, models, plots, timing
 from tests.conftest import graded_fail
 
@@ -144,3 +151,28 @@ def test_grader_prints_each_mark_and_never_stops_run_all(capsys):
     text = graded_fail(check_sum, lambda xs: sum(xs) / len(xs), match="returned 2.0, expected 6.0")
     assert "is it a mean instead of a sum?" in text
     graded_fail(check_sum, lambda xs: xs.sum(), match="your code raised AttributeError")
+
+
+TOPICS = sorted(m.name for m in pkgutil.iter_modules(lab_utils.topics.__path__) if m.ispkg)
+DRAWING = {"figures", "calculator"}  # the modules that draw (plotly) or hold widgets (ipywidgets)
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_a_topic_package_loads_lazily_and_its_rank_side_imports_no_plotting(topic):
+    """A rank imports a topic package and the modules it runs, never the figures: each package loads
+    its modules on first use, so no rank pays for plotly and ipywidgets at start-up."""
+    package = importlib.import_module(f"lab_utils.topics.{topic}")
+    rank_side = [
+        f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if m.name not in DRAWING
+    ]
+    code = (
+        "import importlib, sys\n"
+        "drawing = lambda: sorted(k for k in ('plotly', 'ipywidgets') if k in sys.modules)\n"
+        f"importlib.import_module({package.__name__!r})\n"
+        "bare = drawing()\n"
+        f"for m in {rank_side!r}: importlib.import_module(m)\n"
+        "print(bare, drawing())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "[]"], f"{package.__name__}, then {rank_side}, imported {out.stdout}"

@@ -12,4 +12,25 @@
 The instruments every lab shares (launching ranks, counting collectives, simulated links, memory
 and recompute meters, timing, tiny models and data, checks) stay one level up in ``lab_utils``.
 A topic package may import those instruments, never another topic: each lab stands alone.
+Every topic package loads its modules on first use (``lazy``), so a rank imports only what it
+runs: no figures (plotly, ipywidgets) and no graders.
 """
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+
+def lazy(package: str, modules: Iterable[str], names: Mapping[str, str] | None = None) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` that imports its submodule ``modules`` on first use, and each of
+    ``names`` (``{name: submodule}``) from its submodule: ``__getattr__ = lazy(__name__, [...])``."""
+    modules, names = frozenset(modules), dict(names or {})
+
+    def __getattr__(name: str) -> Any:
+        if name in modules:
+            return importlib.import_module(f"{package}.{name}")
+        if name in names:
+            return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}; it has {sorted(modules | names.keys())}")
+
+    return __getattr__

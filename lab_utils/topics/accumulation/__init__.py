@@ -13,10 +13,12 @@ figures and exercise graders. The loops themselves are written in the lab's cell
     accumulation.exercises.check_token_stream(token_accumulate)  # exercises.py: the graders
 """
 
-from lab_utils.topics.accumulation import datasets, exercises, figures, reference
-from lab_utils.topics.accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
-from lab_utils.topics.accumulation.windowing import concat_batches, num_updates, window_sizes, windows
+from lab_utils.topics import lazy
 
+_NAMES = {
+    **dict.fromkeys(["windows", "window_sizes", "num_updates", "concat_batches"], "windowing"),
+    **dict.fromkeys(["count_items", "count_tokens", "mse_sum", "lm_token_loss_sum"], "losses"),
+}
 __all__ = [
     "datasets",
     "exercises",
@@ -31,3 +33,5 @@ __all__ = [
     "mse_sum",
     "lm_token_loss_sum",
 ]
+
+__getattr__ = lazy(__name__, ["datasets", "exercises", "figures", "reference", "losses", "windowing"], _NAMES)

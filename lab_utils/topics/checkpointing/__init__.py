@@ -27,15 +27,8 @@ The checkpointed block, the chain's forward functions (one per strategy) and the
 teaches are notebook cells, not code here.
 """
 
-from lab_utils.topics.checkpointing import (
-    exercises,
-    figures,
-    measure,
-    planner,
-    policies,
-    schedules,
-    step_memory,
-    timeline,
-)
+from lab_utils.topics import lazy
 
 __all__ = ["exercises", "figures", "measure", "planner", "policies", "schedules", "step_memory", "timeline"]
+
+__getattr__ = lazy(__name__, __all__)

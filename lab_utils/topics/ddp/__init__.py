@@ -8,7 +8,7 @@
     ddp.figures.comm({"no_sync": res[0]})
     ddp.exercises.check_accumulate(train_accumulating)
 
-Modules:
+Modules (each loaded on first use, so ranks import only what they need):
 
 - ``workload``: the model, data, micro-batches and large-batch reference every run shares, and
   ``train``, which runs an update function under DDP with a counting comm hook attached;
@@ -27,19 +27,7 @@ Modules:
 - ``exercises``: the graders of the lab's exercises.
 """
 
-from lab_utils.topics.ddp import (
-    buckets,
-    calculator,
-    emulate,
-    exercises,
-    figures,
-    reallink,
-    reducer,
-    script_exercise,
-    settings,
-    sweep,
-    workload,
-)
+from lab_utils.topics import lazy
 
 __all__ = [
     "buckets",
@@ -54,3 +42,5 @@ __all__ = [
     "sweep",
     "workload",
 ]
+
+__getattr__ = lazy(__name__, __all__)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import ipywidgets as W
+import ipywidgets
 
 from lab_utils.overlap import MicroStep, backward_with_comm, evenly_ready, naive_update, no_sync_update
 from lab_utils.simnet import LINKS, Link
@@ -111,17 +111,17 @@ def _report(params: float, world: int, link: Link, micro_s: float, k: int) -> st
 
 def widget(
     params: float = 1.3e9, world_size: int = 16, link: str = "100GbE", micro_step_ms: float = 200.0, k: int = 8
-) -> W.VBox:
+) -> ipywidgets.VBox:
     """Sliders for the job; the report under them is ``per_update`` and ``break_even_gbit``."""
     if link not in LINKS:
         raise ValueError(f"link={link!r} is not one of {list(LINKS)}")
     slider = dict(base=10, step=0.05, readout_format=".3g", continuous_update=False)
-    w_params = W.FloatLogSlider(value=params, min=6, max=12, description="parameters", **slider)
-    w_world = W.IntSlider(value=world_size, min=2, max=1024, description="ranks", continuous_update=False)
-    w_link = W.Dropdown(options=list(LINKS), value=link, description="link")
-    w_micro = W.FloatLogSlider(value=micro_step_ms, min=0, max=4, description="micro-step ms", **slider)
-    w_k = W.IntSlider(value=k, min=1, max=64, description="K", continuous_update=False)
-    out = W.HTML()
+    w_params = ipywidgets.FloatLogSlider(value=params, min=6, max=12, description="parameters", **slider)
+    w_world = ipywidgets.IntSlider(value=world_size, min=2, max=1024, description="ranks", continuous_update=False)
+    w_link = ipywidgets.Dropdown(options=list(LINKS), value=link, description="link")
+    w_micro = ipywidgets.FloatLogSlider(value=micro_step_ms, min=0, max=4, description="micro-step ms", **slider)
+    w_k = ipywidgets.IntSlider(value=k, min=1, max=64, description="K", continuous_update=False)
+    out = ipywidgets.HTML()
 
     def redraw(_: Any = None) -> None:
         out.value = _report(w_params.value, w_world.value, LINKS[w_link.value], w_micro.value / 1e3, w_k.value)
@@ -129,4 +129,11 @@ def widget(
     for w in (w_params, w_world, w_link, w_micro, w_k):
         w.observe(redraw, names="value")
     redraw()
-    return W.VBox([W.HBox([w_params, w_world, w_link]), W.HBox([w_micro, w_k]), W.HTML(f"<i>{ASSUMPTIONS}</i>"), out])
+    return ipywidgets.VBox(
+        [
+            ipywidgets.HBox([w_params, w_world, w_link]),
+            ipywidgets.HBox([w_micro, w_k]),
+            ipywidgets.HTML(f"<i>{ASSUMPTIONS}</i>"),
+            out,
+        ]
+    )

@@ -22,7 +22,8 @@ import torch.nn.functional as F
 
 from lab_utils.checks import fingerprint, grader
 from lab_utils.comm import CommCounter
-from lab_utils.launch import LaunchTimeout, dist_info, launch
+from lab_utils.errors import LaunchTimeout
+from lab_utils.launch import dist_info, launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,

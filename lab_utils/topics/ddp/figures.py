@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import ipywidgets as W
+import ipywidgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -124,17 +124,17 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
     return fig.update_layout(margin=dict(t=60, b=120), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
 
 
-def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, preset: str = "10GbE") -> W.VBox:
+def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, preset: str = "10GbE") -> ipywidgets.VBox:
     """A widget: pick a preset link or move the bandwidth (Gbit/s) and latency (us) sliders; the
     figure below is ``time_per_update`` for that link, recomputed from the measured sweep."""
     if preset not in LINKS:
         raise ValueError(f"preset={preset!r} is not one of {list(LINKS)}")
     start = LINKS[preset]
-    drop = W.Dropdown(options=list(LINKS) + ["custom"], value=preset, description="link")
+    drop = ipywidgets.Dropdown(options=list(LINKS) + ["custom"], value=preset, description="link")
     slider = dict(base=10, step=0.05, readout_format=".3g", continuous_update=False)
-    bw = W.FloatLogSlider(value=start.bandwidth_Bps * 8 / 1e9, min=-1, max=3.6, description="Gbit/s", **slider)
-    lat = W.FloatLogSlider(value=start.latency_s * 1e6, min=0, max=4.5, description="latency us", **slider)
-    out = W.Output()
+    bw = ipywidgets.FloatLogSlider(value=start.bandwidth_Bps * 8 / 1e9, min=-1, max=3.6, description="Gbit/s", **slider)
+    lat = ipywidgets.FloatLogSlider(value=start.latency_s * 1e6, min=0, max=4.5, description="latency us", **slider)
+    out = ipywidgets.Output()
     busy = [False]
 
     def redraw() -> None:
@@ -163,7 +163,7 @@ def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, pres
     bw.observe(on_slider, names="value")
     lat.observe(on_slider, names="value")
     redraw()
-    return W.VBox([W.HBox([drop, bw, lat]), out])
+    return ipywidgets.VBox([ipywidgets.HBox([drop, bw, lat]), out])
 
 
 def validation(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> go.Figure:

@@ -26,14 +26,8 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``exercises``: the graders of the lab's exercises.
 """
 
-import importlib
-from types import ModuleType
+from lab_utils.topics import lazy
 
 __all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload", "zero"]
 
-
-def __getattr__(name: str) -> ModuleType:
-    # Each module loads on first use, so a rank does not import the figures (plotly) or graders.
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")
+__getattr__ = lazy(__name__, __all__)

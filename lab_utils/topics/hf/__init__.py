@@ -24,13 +24,8 @@ Modules, one concept each (each loaded on first use, so ranks import only what t
 - ``figures``: the lab's plotly figures; ``exercises``: the graders.
 """
 
-import importlib
-from types import ModuleType
+from lab_utils.topics import lazy
 
 __all__ = ["data", "names", "trainer", "meters", "mechanics", "guards", "scripts", "figures", "exercises"]
 
-
-def __getattr__(name: str) -> ModuleType:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")
+__getattr__ = lazy(__name__, __all__)

@@ -19,11 +19,11 @@ Modules:
     exercises        the graders of the lab's exercises
 """
 
-from lab_utils.topics.local_sgd import cost, diloco, exercises, figures, record, study, task
-from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
-from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
-from lab_utils.topics.local_sgd.record import gather, run
+from lab_utils.topics import lazy
 
+_MODULES = ["accelerate_runs", "cost", "diloco", "exercises", "figures", "record", "study", "task"]
+_NAMES = {"run": "record", "gather": "record", "run_accelerate": "accelerate_runs"}
+_NAMES.update({"compute_per_step": "cost", "simulated_seconds": "cost"})
 __all__ = [
     "cost",
     "diloco",
@@ -38,3 +38,5 @@ __all__ = [
     "compute_per_step",
     "simulated_seconds",
 ]
+
+__getattr__ = lazy(__name__, _MODULES, _NAMES)

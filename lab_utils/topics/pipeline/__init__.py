@@ -26,15 +26,8 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``exercises``: the graders of the lab's exercises.
 """
 
-import importlib
-from types import ModuleType
+from lab_utils.topics import lazy
 
 __all__ = ["exercises", "figures", "live", "runs", "stages", "timeline", "traffic", "watch"]
 
-
-def __getattr__(name: str) -> ModuleType:
-    # Each module loads on first use, so a rank that runs ``runs.measure`` does not import the
-    # figures (plotly) or the graders: start-up is most of a small launch on a 2-core machine.
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")
+__getattr__ = lazy(__name__, __all__)

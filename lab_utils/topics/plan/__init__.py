@@ -13,13 +13,8 @@ step-memory calculator is ``lab_utils.stepmem``.
 - ``exercises``: the graders of the lab's exercises.
 """
 
-import importlib
-from types import ModuleType
+from lab_utils.topics import lazy
 
 __all__ = ["exercises", "figures", "measure"]
 
-
-def __getattr__(name: str) -> ModuleType:
-    if name in __all__:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; its modules are {__all__}")
+__getattr__ = lazy(__name__, __all__)

@@ -8,6 +8,8 @@ Modules: ``figures`` (the all-reduce bar chart), ``exercises`` (graders of the t
 functions the student writes: an average, a broadcast, a gather).
 """
 
-from lab_utils.topics.setup import exercises, figures
+from lab_utils.topics import lazy
 
 __all__ = ["exercises", "figures"]
+
+__getattr__ = lazy(__name__, __all__)
