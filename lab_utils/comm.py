@@ -72,8 +72,8 @@ class CommEvent:
 
     op: str
     nbytes: int
-    step: int
-    source: str  # "ddp-hook" or "torch.distributed"
+    step: int = 0
+    source: str = "torch.distributed"  # or "ddp-hook"
     numel: int = 0
     dtype: str = ""
     rank: int = 0
@@ -209,12 +209,6 @@ class CommCounter:
             "by_op": by_op,
             "per_step": per_step,
         }
-
-    def records(self) -> list[dict[str, Any]]:
-        """This rank's events as plain dicts (op, nbytes, step, source, group_size, in_backward):
-        what a rank function returns to ``launch`` for the cost models."""
-        keys = ("op", "nbytes", "step", "source", "group_size", "in_backward")
-        return [{k: getattr(e, k) for k in keys} for e in self.events]
 
     def gather(self) -> list[list[CommEvent]]:
         """Every rank's events, indexed by rank (a collective: call it on all ranks).

@@ -103,11 +103,10 @@ def collective_seconds(op: str, nbytes: float, world_size: int, link: Link) -> f
 
 
 def simulate(events: Iterable, link: Link, world_size: int) -> list[float]:
-    """Per-step simulated communication seconds for measured events (``CommEvent``s or dicts
-    with ``op``, ``nbytes``, ``step``), assuming collectives run one after another."""
+    """Per-step simulated communication seconds for measured events (``CommEvent``s), assuming
+    collectives run one after another."""
     per_step: dict[int, float] = {}
     for e in events:
-        op, nbytes, step = (e["op"], e["nbytes"], e["step"]) if isinstance(e, dict) else (e.op, e.nbytes, e.step)
-        per_step[step] = per_step.get(step, 0.0) + collective_seconds(op, nbytes, world_size, link)
+        per_step[e.step] = per_step.get(e.step, 0.0) + collective_seconds(e.op, e.nbytes, world_size, link)
     n = max(per_step, default=-1) + 1
     return [per_step.get(s, 0.0) for s in range(n)]

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS, Link, allreduce_seconds, collective_seconds, simulate
 
 
@@ -53,9 +54,9 @@ def test_bad_inputs_are_named():
 def test_simulate_groups_by_step():
     link = Link("t", 0.0, 100.0)
     ev = [
-        {"op": "all_reduce", "nbytes": 100, "step": 0},
-        {"op": "all_reduce", "nbytes": 100, "step": 0},
-        {"op": "broadcast", "nbytes": 100, "step": 2},
+        CommEvent(op="all_reduce", nbytes=100, step=0),
+        CommEvent(op="all_reduce", nbytes=100, step=0),
+        CommEvent(op="broadcast", nbytes=100, step=2),
     ]
     assert simulate(ev, link, 2) == pytest.approx([2.0, 0.0, 1.0])
     assert math.isclose(collective_seconds("all_gather", 200, 2, link), 1.0)

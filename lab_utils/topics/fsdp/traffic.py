@@ -28,18 +28,13 @@ from lab_utils.simnet import Link, collective_seconds, simulate
 __all__ = ["per_op", "sent_per_rank", "simulated_seconds", "micro_step_buckets", "update_seconds"]
 
 
-def _fields(e: Any) -> tuple[str, int, int]:
-    return (e["op"], e["nbytes"], e["step"]) if isinstance(e, dict) else (e.op, e.nbytes, e.step)
-
-
 def per_op(events: Iterable[Any]) -> dict[str, dict[str, int]]:
-    """Count and bytes of each kind of collective among ``events`` (``CommEvent``s or dicts)."""
+    """Count and bytes of each kind of collective among ``events`` (``CommEvent``s)."""
     out: dict[str, dict[str, int]] = {}
     for e in events:
-        op, nbytes, _ = _fields(e)
-        row = out.setdefault(op, {"count": 0, "bytes": 0})
+        row = out.setdefault(e.op, {"count": 0, "bytes": 0})
         row["count"] += 1
-        row["bytes"] += nbytes
+        row["bytes"] += e.nbytes
     return out
 
 
@@ -59,7 +54,7 @@ def sent_per_rank(events: Iterable[Any], *, world_size: int) -> float:
     """Bytes one rank sends for ``events`` when every collective runs as a ring."""
     if world_size < 1:
         raise ValueError(f"world_size={world_size}: must be >= 1")
-    return sum(_sent(op, nbytes, world_size) for op, nbytes, _ in map(_fields, events))
+    return sum(_sent(e.op, e.nbytes, world_size) for e in events)
 
 
 def simulated_seconds(events: Iterable[Any], link: Link, *, world_size: int) -> list[float]:
@@ -77,7 +72,7 @@ def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, b
     gathers = reduces = 0
     out = []
     for e in events:
-        op, nbytes, _ = _fields(e)
+        op, nbytes = e.op, e.nbytes
         if op.startswith("all_gather"):
             i = gathers  # forward: block i; backward: block depth - 1 - (i - depth)
             ready = max(i - 1, 0) * f if i < depth else forward_s + max(i - depth - 1, 0) * b
@@ -104,7 +99,7 @@ def update_seconds(
     exceeds the compute it is a lower bound, as ``serial`` is one from above."""
     by_step: dict[int, list] = {}
     for e in events:
-        by_step.setdefault(_fields(e)[2], []).append(e)
+        by_step.setdefault(e.step, []).append(e)
     micro = [evs for _, evs in sorted(by_step.items())][:k]
     if len(micro) < k:
         raise ValueError(f"k={k}: the events hold only {len(micro)} micro-steps with collectives")

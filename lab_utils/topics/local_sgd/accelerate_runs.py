@@ -82,12 +82,12 @@ def run_accelerate(
     flags: list[bool] = []
     with counter.track():
         loop(accelerator, model, optimizer, scheduler, _noting(loader, accelerator, counter, flags), **loop_kwargs)
-    events = counter.records()
+    events = counter.events
     inner = accelerator.unwrap_model(model)
     n_tensors = len(list(inner.parameters()))
-    direct = [e for e in events if e["source"] == "torch.distributed" and e["op"] != "barrier"]
+    direct = [e for e in events if e.source == "torch.distributed" and e.op != "barrier"]
     # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
-    avg_at = [direct[i]["step"] for i in range(0, len(direct), n_tensors)]
+    avg_at = [direct[i].step for i in range(0, len(direct), n_tensors)]
     out = {
         "num_processes": accelerator.num_processes,
         "distributed_type": str(accelerator.distributed_type),
@@ -97,7 +97,7 @@ def run_accelerate(
         "events": events,
         "n_param_tensors": n_tensors,
         "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
-        "barriers": [e["step"] for e in events if e["op"] == "barrier"],
+        "barriers": [e.step for e in events if e.op == "barrier"],
         "averagings": [{"micro_batch": s, "on_update_boundary": s >= len(flags) or flags[s]} for s in avg_at],
         "param_fingerprint": fingerprint(inner.parameters()),
         "buffer_fingerprint": fingerprint(b for b in inner.buffers() if b.is_floating_point()),

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from lab_utils.comm import CommEvent
 from lab_utils.overlap import MicroStep, evenly_ready, naive_update, serial_seconds
 from lab_utils.simnet import Link
 
@@ -53,23 +54,23 @@ def _link(link: Links, group_size: int) -> Link:
     return link[group_size]
 
 
-def _ops(events: list[dict], world_size: int) -> dict[int, list[tuple[str, float]]]:
+def _ops(events: list[CommEvent], world_size: int) -> dict[int, list[tuple[str, float]]]:
     """Events grouped by group size, as (op, bytes) pairs; barriers as 0-byte all-reduces."""
     out: dict[int, list[tuple[str, float]]] = {}
     for e in events:
-        op = "all_reduce" if e["op"] == "barrier" else e["op"]
-        out.setdefault(e.get("group_size") or world_size, []).append((op, e["nbytes"]))
+        op = "all_reduce" if e.op == "barrier" else e.op
+        out.setdefault(e.group_size or world_size, []).append((op, e.nbytes))
     return out
 
 
 def step_time(
-    events: list[dict], link: Links, world_size: int, compute_s: float, *, backward_share: float = 2 / 3
+    events: list[CommEvent], link: Links, world_size: int, compute_s: float, *, backward_share: float = 2 / 3
 ) -> float:
     """One step's simulated seconds: ``compute_s`` of measured compute, DDP's bucket all-reduces
     overlapped with its backward, every other collective after it, one after another."""
     if not 0 < backward_share <= 1:
         raise ValueError(f"backward_share={backward_share}: the backward's share of a step, in (0, 1]")
-    during = [e.get("source") == "ddp-hook" or e.get("in_backward", False) for e in events]
+    during = [e.source == "ddp-hook" or e.in_backward for e in events]
     hooked = [e for e, d in zip(events, during) if d]
     after = [e for e, d in zip(events, during) if not d]
     backward = backward_share * compute_s
@@ -85,9 +86,9 @@ def simulated_seconds(
 ) -> list[float]:
     """Cumulative seconds after each step (see :func:`step_time`); collectives counted after
     the last step (an averaging at exit) are added to the end."""
-    by_step: dict[int, list[dict]] = {}
+    by_step: dict[int, list[CommEvent]] = {}
     for e in run["events"]:
-        by_step.setdefault(e["step"], []).append(e)
+        by_step.setdefault(e.step, []).append(e)
     out, t = [], 0.0
     for s in range(run["steps"]):
         t += step_time(by_step.get(s, []), link, world_size, step_seconds, backward_share=backward_share)

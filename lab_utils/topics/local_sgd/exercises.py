@@ -164,7 +164,7 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
         r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
         where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
         assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
-        assert not any(e["source"] == "ddp-hook" for e in r["events"]), (
+        assert not any(e.source == "ddp-hook" for e in r["events"]), (
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )
         avgs = r["averagings"]

@@ -138,7 +138,7 @@ def run(
     with torch.no_grad():
         eval_loss = F.cross_entropy(model(x_eval), y_eval).item()
     state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0]
-    events = log.counter.records()
+    events = log.counter.events
     return {
         "method": method.__name__,
         "steps": steps,
@@ -150,7 +150,7 @@ def run(
         "eval_loss": eval_loss,
         "comm": log.counter.summary(),
         "events": events,
-        "synced_steps": sorted({e["step"] for e in events}),
+        "synced_steps": sorted({e.step for e in events}),
         "step_s": log.step_s,
         "opt_state": fingerprint(state) if state else "",
         "params": _flat(model).clone(),

@@ -159,14 +159,14 @@ def run_seeds(
         method(model, opt, batches, log, **method_kwargs)
     if log.steps != steps:
         raise RuntimeError(f"{method.__name__} called log(loss) {log.steps} times in {steps} steps: once a step")
-    events = log.counter.records()
+    events = log.counter.events
     return {
         "method": method.__name__,
         "seeds": list(seeds),
         "steps": steps,
         "final": log.curve[-1][1],
         "curve": log.curve,
-        "rounds": len({e["step"] for e in events}),
+        "rounds": len({e.step for e in events}),
         "comm": {k: v for k, v in log.counter.summary().items() if k != "per_step"},
         "events": events,
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS, Link, collective_seconds
 from lab_utils.topics.fsdp import traffic
 from tests.topics.fsdp.conftest import DEPTH, PARAM_BYTES, K
@@ -20,9 +21,9 @@ def test_fsdp2_collectives_counted(runs):
 
 def test_per_op_and_ring_bytes_by_hand():
     events = [
-        {"op": "all_reduce", "nbytes": 1000, "step": 0},
-        {"op": "all_gather_single", "nbytes": 1000, "step": 0},
-        {"op": "reduce_scatter_single", "nbytes": 250, "step": 1},
+        CommEvent(op="all_reduce", nbytes=1000, step=0),
+        CommEvent(op="all_gather_single", nbytes=1000, step=0),
+        CommEvent(op="reduce_scatter_single", nbytes=250, step=1),
     ]
     assert traffic.per_op(events) == {
         "all_reduce": {"count": 1, "bytes": 1000},
@@ -33,16 +34,16 @@ def test_per_op_and_ring_bytes_by_hand():
     assert traffic.sent_per_rank(events[:1], world_size=4) == 1500
     assert traffic.sent_per_rank(events[1:], world_size=4) == 750 + 750  # = one all-reduce
     # a broadcast along a chain: every rank but the last forwards it, 3/4 of 1000 on average
-    assert traffic.sent_per_rank([{"op": "broadcast", "nbytes": 1000, "step": 0}], world_size=4) == 750
+    assert traffic.sent_per_rank([CommEvent(op="broadcast", nbytes=1000, step=0)], world_size=4) == 750
     with pytest.raises(ValueError, match="op='gossip'"):
-        traffic.sent_per_rank([{"op": "gossip", "nbytes": 1, "step": 0}], world_size=2)
+        traffic.sent_per_rank([CommEvent(op="gossip", nbytes=1, step=0)], world_size=2)
 
 
 def test_simulated_seconds_use_simnet_under_its_names():
     link = LINKS["1GbE"]
     events = [
-        {"op": "all_gather_single", "nbytes": 4000, "step": 0},
-        {"op": "reduce_scatter_single", "nbytes": 2000, "step": 1},
+        CommEvent(op="all_gather_single", nbytes=4000, step=0),
+        CommEvent(op="reduce_scatter_single", nbytes=2000, step=1),
     ]
     secs = traffic.simulated_seconds(events, link, world_size=2)
     assert secs == [
@@ -69,8 +70,8 @@ def test_counted_order_is_what_micro_step_buckets_assumes(runs):
 
 
 def _micro(step, rs=True):
-    ag = {"op": "all_gather_single", "nbytes": 1000, "step": step}
-    rsc = [{"op": "reduce_scatter_single", "nbytes": 500, "step": step}] if rs else []
+    ag = CommEvent(op="all_gather_single", nbytes=1000, step=step)
+    rsc = [CommEvent(op="reduce_scatter_single", nbytes=500, step=step)] if rs else []
     return [ag, ag, ag, *rsc, ag, *rsc]  # depth 2: forward, then backward
 
 
@@ -83,7 +84,7 @@ def test_micro_step_buckets_prefetch_gathers_and_ready_scatters_after_each_block
     # forward blocks 1 s each, backward 2 s each: gathers one block ahead, scatters at each block's end
     assert [b.ready_s for b in buckets] == pytest.approx([0.0, 0.0, 2.0, 4.0, 2.0, 6.0])
     with pytest.raises(ValueError, match="op='all_reduce'"):
-        traffic.micro_step_buckets([{"op": "all_reduce", "nbytes": 1, "step": 0}], depth=1, forward_s=1, backward_s=1)
+        traffic.micro_step_buckets([CommEvent(op="all_reduce", nbytes=1, step=0)], depth=1, forward_s=1, backward_s=1)
 
 
 def test_update_seconds_hides_what_it_can_and_bounds_the_serial_sum():

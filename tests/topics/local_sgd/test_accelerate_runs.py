@@ -77,21 +77,21 @@ def test_accelerate_averaging_schedule(acc, name):
     want = expected_averagings(not cfg.get("per_update"), cfg["local_sgd_steps"], 2)
     assert [(a["micro_batch"], a["on_update_boundary"]) for a in r["averagings"]] == want
     assert r["num_processes"] == 2 and r["micro_batches"] == 32 and r["updates"] == 16
-    assert not [e for e in r["events"] if e["source"] == "ddp-hook"]  # no gradient sync
-    direct = [e for e in r["events"] if e["source"] == "torch.distributed" and e["op"] != "barrier"]
+    assert not [e for e in r["events"] if e.source == "ddp-hook"]  # no gradient sync
+    direct = [e for e in r["events"] if e.source == "torch.distributed" and e.op != "barrier"]
     assert len(direct) == 8 * len(want)  # one per tensor
     # wait_for_everyone() before every averaging: one barrier of the 2 ranks, in the same step
     assert r["barriers"] == [a["micro_batch"] for a in r["averagings"]]
-    assert {e["group_size"] for e in r["events"]} == {2}
-    assert sum(e["nbytes"] for e in direct) == len(want) * PBYTES
+    assert {e.group_size for e in r["events"]} == {2}
+    assert sum(e.nbytes for e in direct) == len(want) * PBYTES
     assert acc[0][name]["param_fingerprint"] == acc[1][name]["param_fingerprint"]
 
 
 def test_accelerate_without_local_sgd_syncs_once_per_update(acc):
     r = acc[0]["plain"]
-    hooks = [e for e in r["events"] if e["source"] == "ddp-hook"]
+    hooks = [e for e in r["events"] if e.source == "ddp-hook"]
     assert r["updates"] == 16 and len(hooks) == 16
-    assert sum(e["nbytes"] for e in hooks) == 16 * PBYTES
+    assert sum(e.nbytes for e in hooks) == 16 * PBYTES
     assert r["averagings"] == []
 
 

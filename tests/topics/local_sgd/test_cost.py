@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS, allreduce_seconds
 from lab_utils.topics.local_sgd import cost, task
 
@@ -15,7 +18,7 @@ def local_run(steps=16, H=4, exit_step=None):
     """A run as record.run returns it: one all_reduce per parameter tensor every H steps."""
     at = list(range(H - 1, steps, H)) + ([exit_step] if exit_step is not None else [])
     events = [
-        {"op": "all_reduce", "nbytes": n, "step": s, "source": "torch.distributed"} for s in at for n in TENSOR_BYTES
+        CommEvent(op="all_reduce", nbytes=n, step=s, source="torch.distributed") for s in at for n in TENSOR_BYTES
     ]
     return {"steps": steps, "events": events, "step_s": [1e-3] * steps}
 
@@ -54,11 +57,11 @@ def test_compute_per_step_is_the_median():
 def test_ddp_all_reduce_hides_behind_the_backward_averaging_does_not():
     link, p, compute = LINKS["10GbE"], 2, 3e-3
     ar = allreduce_seconds(PBYTES, p, link)
-    hooked = [{"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "ddp-hook"}]
-    averaged = [{"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed"}]
+    hooked = [CommEvent(op="all_reduce", nbytes=PBYTES, step=0, source="ddp-hook")]
+    averaged = [CommEvent(op="all_reduce", nbytes=PBYTES, step=0, source="torch.distributed")]
     # one bucket holding every gradient is ready only when the backward ends: nothing to hide behind
     assert cost.step_time(hooked, link, p, compute) == pytest.approx(compute + ar)
-    two = [dict(hooked[0], nbytes=PBYTES / 2), dict(hooked[0], nbytes=PBYTES / 2)]
+    two = [replace(hooked[0], nbytes=PBYTES // 2), replace(hooked[0], nbytes=PBYTES // 2)]
     half_hidden = cost.step_time(two, link, p, compute)  # the first half goes out mid-backward
     assert compute + allreduce_seconds(PBYTES / 2, p, link) <= half_hidden + 1e-12
     assert half_hidden < compute + 2 * allreduce_seconds(PBYTES / 2, p, link)
@@ -67,9 +70,9 @@ def test_ddp_all_reduce_hides_behind_the_backward_averaging_does_not():
 
 def test_barrier_costs_latency_on_its_group():
     link = LINKS["WAN"]
-    barrier = {"op": "barrier", "nbytes": 0, "step": 0, "source": "torch.distributed", "group_size": 4}
+    barrier = CommEvent(op="barrier", nbytes=0, step=0, source="torch.distributed", group_size=4)
     assert cost.step_time([barrier], link, 2, 0.0) == pytest.approx(2 * 3 * link.latency_s)
-    sub = {"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed", "group_size": 2}
+    sub = CommEvent(op="all_reduce", nbytes=PBYTES, step=0, source="torch.distributed", group_size=2)
     assert cost.step_time([sub], link, 4, 0.0) == pytest.approx(allreduce_seconds(PBYTES, 2, link))
     with pytest.raises(ValueError, match="backward_share"):
         cost.step_time([], link, 2, 1.0, backward_share=0)
@@ -77,9 +80,9 @@ def test_barrier_costs_latency_on_its_group():
 
 def test_links_by_group_size():
     fast, slow = LINKS["NVLink"], LINKS["1GbE"]
-    grad = {"op": "all_reduce", "nbytes": PBYTES, "step": 0, "source": "torch.distributed", "group_size": 2}
-    avg = dict(grad, group_size=4)
-    t = cost.step_time([dict(grad, in_backward=True), avg], {2: fast, 4: slow}, 4, 1e-3)
+    grad = CommEvent(op="all_reduce", nbytes=PBYTES, step=0, source="torch.distributed", group_size=2)
+    avg = replace(grad, group_size=4)
+    t = cost.step_time([replace(grad, in_backward=True), avg], {2: fast, 4: slow}, 4, 1e-3)
     assert t == pytest.approx(1e-3 + allreduce_seconds(PBYTES, 2, fast) + allreduce_seconds(PBYTES, 4, slow))
     with pytest.raises(ValueError, match="groups of 4"):
         cost.step_time([avg], {2: fast}, 4, 1e-3)

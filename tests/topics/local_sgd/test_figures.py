@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS
 from lab_utils.topics.local_sgd import figures
 
 
 def fake_run(steps=8, H=4, bytes_=1000):
     events = [
-        {"op": "all_reduce", "nbytes": bytes_, "step": s, "source": "torch.distributed"} for s in range(H - 1, steps, H)
+        CommEvent(op="all_reduce", nbytes=bytes_, step=s, source="torch.distributed") for s in range(H - 1, steps, H)
     ]
     return {
         "steps": steps,
