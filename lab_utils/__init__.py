@@ -3,7 +3,7 @@
     import lab_utils
     lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launch.py)
     lab_utils.CommCounter()                   # collectives and bytes (comm.py)
-    lab_utils.simnet.LINKS["1GbE"]            # simulated links (simnet.py)
+    lab_utils.simnet.LINKS["1GbE"]            # modelled links (simnet.py)
 
 Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
 ``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),

@@ -1,4 +1,4 @@
-"""Communication that overlaps the backward: when a step really ends on a simulated link.
+"""Communication that overlaps the backward: when a step really ends on a modelled link.
 
 DDP does not wait for the whole backward before it talks. A bucket's all-reduce starts as soon
 as every gradient in it is ready, while autograd goes on computing the earlier layers; the step
@@ -23,7 +23,7 @@ The model (one link per rank, transfers one at a time in the order their buckets
 ``2 (p-1) alpha + 2 (p-1)/p n / beta``, so more ranks cost more latency). Ready times come from
 the real ranks (a comm hook stamps them, see lab 3) or, for a job you only describe, from
 :func:`evenly_ready` (gradients appear in proportion to bytes as the backward runs). Everything
-here is a model: figures built on it say *simulated*, and lab 3 validates it against a real
+here is a model: figures built on it say *modelled*, and lab 3 validates it against a real
 shaped link between two network namespaces (``lab_utils.topics.ddp.reallink``).
 
 Overlap is not free. While a transfer is on the wire the backward shares the machine with it (on

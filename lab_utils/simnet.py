@@ -1,10 +1,10 @@
-"""A simulated network: what the collectives a run *measured* would cost on a given link.
+"""A modelled network: what the collectives a run *measured* would cost on a given link.
 
-Everything here is a model, not a measurement; labs label its output "simulated".
+Everything here is a model, not a measurement; labs label its output "modelled".
 
-    from lab_utils.simnet import LINKS, allreduce_seconds, simulate
+    from lab_utils.simnet import LINKS, allreduce_seconds, comm_seconds
     allreduce_seconds(100e6, world_size=8, link=LINKS["10GbE"])    # one 100 MB ring all-reduce
-    simulate(counter.events, LINKS["1GbE"], world_size=2)           # per-step simulated seconds
+    comm_seconds(counter.events, LINKS["1GbE"], world_size=2)           # per-step modelled seconds
 
 The cost model is the textbook alpha-beta model of a ring all-reduce (Patarasuk & Yuan 2009;
 Thakur et al. 2005): with p ranks, n bytes, latency alpha and bandwidth beta (bytes/s),
@@ -26,7 +26,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Link", "LINKS", "allreduce_seconds", "collective_seconds", "simulate", "ALGORITHMS"]
+__all__ = ["Link", "LINKS", "allreduce_seconds", "collective_seconds", "comm_seconds", "ALGORITHMS"]
 
 ALGORITHMS = ("ring", "tree")
 
@@ -66,7 +66,7 @@ LINKS: dict[str, Link] = {
 
 
 def allreduce_seconds(nbytes: float, world_size: int, link: Link, algorithm: str = "ring") -> float:
-    """Simulated time of one all-reduce of ``nbytes`` over ``world_size`` ranks on ``link``."""
+    """Modelled time of one all-reduce of ``nbytes`` over ``world_size`` ranks on ``link``."""
     if world_size < 1:
         raise ValueError(f"world_size={world_size}: must be >= 1")
     if nbytes < 0:
@@ -83,7 +83,7 @@ def allreduce_seconds(nbytes: float, world_size: int, link: Link, algorithm: str
 
 
 def collective_seconds(op: str, nbytes: float, world_size: int, link: Link) -> float:
-    """Simulated time of one collective named as in ``torch.distributed`` (``op``)."""
+    """Modelled time of one collective named as in ``torch.distributed`` (``op``)."""
     p = world_size
     if p <= 1:
         return 0.0
@@ -102,8 +102,8 @@ def collective_seconds(op: str, nbytes: float, world_size: int, link: Link) -> f
     raise ValueError(f"no cost model for op={op!r}")
 
 
-def simulate(events: Iterable, link: Link, world_size: int) -> list[float]:
-    """Per-step simulated communication seconds for measured events (``CommEvent``s), assuming
+def comm_seconds(events: Iterable, link: Link, world_size: int) -> list[float]:
+    """Per-step modelled communication seconds for measured events (``CommEvent``s), assuming
     collectives run one after another."""
     per_step: dict[int, float] = {}
     for e in events:

@@ -9,7 +9,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from lab_utils import CommCounter, launch
-from lab_utils.simnet import LINKS, simulate
+from lab_utils.simnet import LINKS, comm_seconds
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
@@ -70,7 +70,7 @@ def test_attach_needs_ddp():
         CommCounter().attach(torch.nn.Linear(2, 2))
 
 
-def test_summary_and_simulation_of_recorded_events():
+def test_summary_and_modelled_seconds_of_recorded_events():
     c = CommCounter()
     c._record("all_reduce", 1000, 250, "float32", "test")
     c.mark_step()
@@ -83,7 +83,7 @@ def test_summary_and_simulation_of_recorded_events():
         {"collectives": 1, "bytes": 4000},
     ]
     link = LINKS["1GbE"]
-    secs = simulate(c.events, link, world_size=2)
+    secs = comm_seconds(c.events, link, world_size=2)
     assert secs[1] == 0.0
     assert secs[0] == pytest.approx(2 * link.latency_s + 1000 / link.bandwidth_Bps)
 

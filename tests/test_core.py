@@ -131,7 +131,7 @@ def test_plots_return_figures_with_the_data():
     assert list(fig.data[0].y) == [1, 3] and fig.layout.title.text == "t"
     fig = plots.lines({"x": [1, 2, 3], "y": [3, 2, 1]}, xaxis="step", log_y=True)
     assert len(fig.data) == 2 and fig.layout.yaxis.type == "log"
-    assert "simulated" in plots.simulated("time per update")
+    assert "modelled" in plots.modelled("time per update")
 
 
 def test_grader_prints_each_mark_and_never_stops_run_all(capsys):

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from lab_utils.comm import CommEvent
-from lab_utils.simnet import LINKS, Link, allreduce_seconds, collective_seconds, simulate
+from lab_utils.simnet import LINKS, Link, allreduce_seconds, collective_seconds, comm_seconds
 
 
 def test_ring_allreduce_by_hand():
@@ -51,14 +51,14 @@ def test_bad_inputs_are_named():
         collective_seconds("gossip", 1, 2, LINKS["1GbE"])
 
 
-def test_simulate_groups_by_step():
+def test_comm_seconds_groups_by_step():
     link = Link("t", 0.0, 100.0)
     ev = [
         CommEvent(op="all_reduce", nbytes=100, step=0),
         CommEvent(op="all_reduce", nbytes=100, step=0),
         CommEvent(op="broadcast", nbytes=100, step=2),
     ]
-    assert simulate(ev, link, 2) == pytest.approx([2.0, 0.0, 1.0])
+    assert comm_seconds(ev, link, 2) == pytest.approx([2.0, 0.0, 1.0])
     assert math.isclose(collective_seconds("all_gather", 200, 2, link), 1.0)
     # FSDP2 calls the *_single collectives: priced as their tensor versions
     pairs = (("all_gather_single", "all_gather_into_tensor"), ("reduce_scatter_single", "reduce_scatter_tensor"))

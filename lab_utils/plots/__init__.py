@@ -5,7 +5,7 @@
     fig = plots.lines({"H=1": losses1, "H=8": losses8}, xaxis="step", yaxis="loss")
 
 Each lab's own figures live with its topic (``lab_utils.topics.<topic>.figures``) and are built
-from these helpers. A figure that shows simulated numbers says so in its title (``simulated()``).
+from these helpers. A figure that shows modelled numbers says so in its title (``modelled()``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "legend_beside", "bars", "lines", "simulated", "slider_over", "PALETTE"]
+__all__ = ["style", "legend_beside", "bars", "lines", "modelled", "slider_over", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -45,9 +45,9 @@ def legend_beside(fig: go.Figure) -> go.Figure:
     return fig
 
 
-def simulated(title: str) -> str:
-    """Mark a title as showing simulated (modelled, not measured) numbers."""
-    return f"{title} <i>(simulated communication)</i>"
+def modelled(title: str) -> str:
+    """Mark a title as showing modelled numbers (a cost model's prediction, not a measurement)."""
+    return f"{title} <i>(modelled communication)</i>"
 
 
 def bars(

@@ -9,7 +9,7 @@
     from lab_utils.topics import fsdp               # lab 7 (FSDP2, accumulation, checkpointing)
     from lab_utils.topics import setup              # lab 0
 
-The instruments every lab shares (launching ranks, counting collectives, simulated links, memory
+The instruments every lab shares (launching ranks, counting collectives, modelled links, memory
 and recompute meters, timing, tiny models and data, checks) stay one level up in ``lab_utils``.
 A topic package may import those instruments, never another topic: each lab stands alone.
 Every topic package loads its modules on first use (``lazy``), so a rank imports only what it

@@ -16,7 +16,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``buckets``: all-reduces per backward for several ``bucket_cap_mb``, and the greedy prediction;
 - ``emulate``: ``LinkHook``, a comm hook that stamps bucket-ready times and queues each bucket on
   an emulated link (one thread per rank), so the wall clock includes the link;
-- ``sweep``: stamped micro-steps, the overlap model on simulated links, and a demo on an emulated link, per K;
+- ``sweep``: stamped micro-steps, the overlap model on modelled links, and a demo on an emulated link, per K;
 - ``reallink``: the same model against a real shaped link (network namespaces, veth, tc tbf; root),
   with the contention measured; ``make validate-link`` writes the table the lab shows;
 - ``script_exercise``: the last exercise, the student's own DDP script run under ``torchrun``;

@@ -1,5 +1,5 @@
 """'Your setup': time per update of the naive loop and of ``no_sync`` for a job you describe, and
-the link speed above which ``no_sync`` stops mattering (overlap model, always *simulated*).
+the link speed above which ``no_sync`` stops mattering (overlap model, always *modelled*).
 
     from lab_utils.simnet import LINKS
     from lab_utils.topics.ddp import calculator
@@ -27,7 +27,7 @@ __all__ = ["ASSUMPTIONS", "micro_step", "per_update", "break_even_gbit", "widget
 ASSUMPTIONS = (
     "Assumed: float32 gradients in 25 MiB buckets (no smaller first bucket: DDP's real first bucket is "
     "1 MiB), ready evenly through the backward; the backward is 2/3 of a micro-step, the forward 1/3; "
-    "a ring all-reduce per bucket; the optimizer step not counted. Simulated, not measured."
+    "a ring all-reduce per bucket; the optimizer step not counted. Modelled, not measured."
 )
 
 
@@ -102,7 +102,7 @@ def _report(params: float, world: int, link: Link, micro_s: float, k: int) -> st
     where = "never (latency alone)" if math.isinf(gbit) else f"{gbit:.3g} Gbit/s"
     return (
         f"<b>{params:.3g} parameters, {world} ranks, {link.name}, micro-step {1e3 * micro_s:.3g} ms, K = {k}</b>"
-        f" (simulated, overlap model)<br>naive: {1e3 * got['naive_s']:.4g} ms per update; "
+        f" (modelled: overlap model)<br>naive: {1e3 * got['naive_s']:.4g} ms per update; "
         f"no_sync: {1e3 * got['no_sync_s']:.4g} ms; saving {100 * got['saving']:.1f} %<br>"
         f"one all-reduce round: {1e3 * got['round_s']:.3g} ms in {got['buckets']} buckets, of which the "
         f"backward cannot hide {1e3 * got['exposed_s']:.3g} ms<br>no_sync saves under 5 % above: {where}"

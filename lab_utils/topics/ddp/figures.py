@@ -5,12 +5,12 @@
     figures.comm(results)              # all-reduces and MiB per update, one bar per loop
     figures.flags(rows)                # DDP's flags and the reducer's calls, observed
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
-    figures.time_per_update(sweep.simulated(measured, link), link.name)
+    figures.time_per_update(sweep.update_seconds(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
     figures.validation(sweep.validation(res))   # emulated link on real ranks against the model
     figures.hooks(settings["hooks"])   # bytes per update and distance to float32, per comm hook
 
-Figures with simulated communication say so in their title.
+Figures with modelled communication say so in their title.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import ipywidgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, simulated, style
+from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import LINKS, Link
-from lab_utils.topics.ddp.sweep import simulated as simulated_seconds
+from lab_utils.topics.ddp.sweep import update_seconds
 from lab_utils.widgets import show_figure
 
 __all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer", "validation", "hooks"]
@@ -102,8 +102,8 @@ def buckets(
 
 
 def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, title: str = "") -> go.Figure:
-    """Seconds per update against K: the measured compute, and compute plus simulated
-    communication for each loop in ``sim`` (``sweep.simulated`` output)."""
+    """Seconds per update against K: the measured compute, and compute plus modelled
+    communication for each loop in ``sim`` (``sweep.update_seconds`` output)."""
     fig = go.Figure()
     loops = [n for n in sim if n not in ("k", "compute")]
     for i, name in enumerate([*loops, "compute"]):
@@ -118,7 +118,7 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
             )
         )
     t = title or f"Time per update vs K, {link_name or 'a link'}"
-    style(fig, title=simulated(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
+    style(fig, title=modelled(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
     fig.update_xaxes(type="log", tickvals=list(sim["k"]))
     # The legend goes under the plot: above it, a long title and the legend collided at 1280 x 720.
     return fig.update_layout(margin=dict(t=60, b=120), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
@@ -140,7 +140,7 @@ def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, pres
     def redraw() -> None:
         link = Link.from_gbit(drop.value, bw.value, lat.value)
         name = f"{drop.value} ({bw.value:.3g} Gbit/s, {lat.value:.3g} us)"
-        show_figure(out, time_per_update(simulated_seconds(measured, link, world_size), name))
+        show_figure(out, time_per_update(update_seconds(measured, link, world_size), name))
 
     def on_preset(change: Any) -> None:
         if change["new"] == "custom" or busy[0]:

@@ -1,5 +1,5 @@
 """Time per update against K: compute and bucket-ready times stamped on the ranks, the overlap
-model on a simulated link, and the same loops measured on an emulated link (a demo: the emulator
+model on a modelled link, and the same loops measured on an emulated link (a demo: the emulator
 queues transfers by the model's own rule; ``reallink`` is the validation against a real link).
 
     from lab_utils import launch
@@ -7,7 +7,7 @@ queues transfers by the model's own rule; ``reallink`` is the validation against
     from lab_utils.topics.ddp import sweep
     loops = {"naive": naive_update, "no_sync": no_sync_update}      # the notebook's functions
     res = launch(sweep.measure, 2, args=(loops,), kwargs={"ks": (1, 2, 4), "rounds": (1, 3)})
-    sweep.simulated(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
+    sweep.update_seconds(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
     sweep.validation(res)                     # emulated wall clock against the model, per link/loop/K
     sweep.savings(res[0])                     # naive - no_sync per paired repeat: median, min, max
 
@@ -31,7 +31,7 @@ from lab_utils.timing import Timer
 from lab_utils.topics.ddp.emulate import LinkHook, MicroStamps
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, UpdateFn, dataset, micro_batches, model, wrap
 
-__all__ = ["measure", "micro_step", "simulated", "validation", "savings"]
+__all__ = ["measure", "micro_step", "update_seconds", "validation", "savings"]
 
 
 def _plain(stamps: Sequence[MicroStamps]) -> list[dict[str, Any]]:
@@ -139,8 +139,8 @@ def micro_step(measured: Mapping[str, Any]) -> MicroStep:
     return MicroStep(statistics.median(s["forward_s"] for s in steps), bwd, buckets)
 
 
-def simulated(measured: Mapping[str, Any], link: Link, world_size: int | None = None) -> dict[str, list[float]]:
-    """Seconds per update for each K on a *simulated* ``link`` (overlap model, ``world_size``
+def update_seconds(measured: Mapping[str, Any], link: Link, world_size: int | None = None) -> dict[str, list[float]]:
+    """Seconds per update for each K on a *modelled* ``link`` (overlap model, ``world_size``
     ranks, the measured ``micro_step``): ``{"k", "compute", "naive", "no_sync"}``."""
     w = world_size or measured["world_size"]
     micro, opt = micro_step(measured), measured["optimizer_step_s"]

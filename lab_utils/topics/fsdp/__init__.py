@@ -18,7 +18,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``holdings``: bytes of parameters, gradients (FSDP2's unsharded ones too), optimizer state and
   all-gathered parameters a rank holds; the ZeRO formulas; ``MeteredBatches``, which measures
   between the micro-steps of an unchanged loop;
-- ``traffic``: collectives per kind, bytes sent on a ring, simulated time on a link (overlapping
+- ``traffic``: collectives per kind, bytes sent on a ring, modelled time on a link (overlapping
   the compute, with ``lab_utils.overlap``);
 - ``zero``: one step as the ZeRO paper's stages 1 and 2 move it (reduce-scatter, all-gather);
 - ``refusal``: the installed Accelerate's own source for why ``LocalSGD`` refuses FSDP;

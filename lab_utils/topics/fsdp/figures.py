@@ -4,7 +4,7 @@ from lab_utils.topics.fsdp import figures
 figures.holdings(held, param_bytes)        # bytes per rank of each setup, with the ZeRO formulas
 figures.traffic(ops, param_bytes)          # collectives of one step, in parameter bytes P
 figures.accumulation(held_by_mode, rs_bytes_by_mode)   # gradient bytes between micro-steps
-figures.links(seconds_by_link)             # simulated seconds per update on each link
+figures.links(seconds_by_link)             # modelled seconds per update on each link
 figures.checkpointing(saved_by_setup)      # bytes saved for backward by one forward
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, bars, legend_beside, simulated, style
+from lab_utils.plots import PALETTE, bars, legend_beside, modelled, style
 from lab_utils.topics.fsdp.holdings import zero_bytes
 
 __all__ = ["holdings", "traffic", "accumulation", "links", "checkpointing"]
@@ -92,7 +92,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
 
 
 def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
-    """Simulated seconds per update (``{link: {mode: seconds}}``), log scale."""
+    """Modelled seconds per update (``{link: {mode: seconds}}``), log scale."""
     fig = go.Figure()
     modes = list(next(iter(seconds.values())))
     for i, mode in enumerate(modes):
@@ -102,7 +102,7 @@ def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     fig.update_layout(barmode="group")
     style(
         fig,
-        title=simulated("One update on each link, collectives overlapping compute (a lower bound)"),
+        title=modelled("One update on each link, collectives overlapping compute (a lower bound)"),
         yaxis="seconds (log)",
     )
     fig.update_yaxes(type="log")

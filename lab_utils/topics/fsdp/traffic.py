@@ -1,9 +1,8 @@
-"""The collectives of a run, per kind, and what they cost on a simulated link.
+"""The collectives of a run, per kind, and what they cost on a modelled link.
 
     from lab_utils.topics.fsdp import traffic
     traffic.per_op(counter.events)                       # {'all_gather_single': {'count', 'bytes'}, ...}
     traffic.sent_per_rank(counter.events, world_size=2)  # bytes one rank sends on a ring
-    traffic.simulated_seconds(counter.events, LINKS["10GbE"], world_size=2)   # per step, one after another
     traffic.update_seconds(counter.events, k=4, depth=4, forward_s=f, backward_s=b,
                            link=LINKS["10GbE"], world_size=2)    # overlapped with compute, and serial
 
@@ -12,9 +11,9 @@ Bytes as ``CommCounter`` records them: an all-reduce its buffer, an all-gather i
 ``2 (p-1)/p n`` for an all-reduce of ``n`` bytes, ``(p-1)/p n`` for an all-gather of ``n``
 gathered bytes, ``(p-1) c`` for a reduce-scatter of chunk ``c`` (so an all-reduce costs one
 reduce-scatter plus one all-gather) and, on average, ``(p-1)/p n`` for a broadcast along a
-chain. The simulated time is ``lab_utils.simnet``'s alpha-beta model: ``simulated_seconds`` adds
-collectives one after another; ``update_seconds`` lets them overlap the compute with
-``lab_utils.overlap`` (see its docstring for what it assumes).
+chain. The modelled time is ``lab_utils.simnet``'s alpha-beta model (``simnet.comm_seconds`` adds
+collectives one after another, ``*_single`` included); ``update_seconds`` lets them overlap the
+compute with ``lab_utils.overlap`` (see its docstring for what it assumes).
 """
 
 from __future__ import annotations
@@ -23,9 +22,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from lab_utils.overlap import Bucket, backward_with_comm
-from lab_utils.simnet import Link, collective_seconds, simulate
+from lab_utils.simnet import Link, collective_seconds
 
-__all__ = ["per_op", "sent_per_rank", "simulated_seconds", "micro_step_buckets", "update_seconds"]
+__all__ = ["per_op", "sent_per_rank", "micro_step_buckets", "update_seconds"]
 
 
 def per_op(events: Iterable[Any]) -> dict[str, dict[str, int]]:
@@ -57,11 +56,6 @@ def sent_per_rank(events: Iterable[Any], *, world_size: int) -> float:
     return sum(_sent(e.op, e.nbytes, world_size) for e in events)
 
 
-def simulated_seconds(events: Iterable[Any], link: Link, *, world_size: int) -> list[float]:
-    """Simulated communication seconds per step of ``events`` on ``link`` (simnet's model)."""
-    return simulate(events, link, world_size)
-
-
 def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, backward_s: float) -> list[Bucket]:
     """One FSDP2 micro-step's counted collectives (in the order they ran) as buckets on a timeline
     of ``forward_s + backward_s`` seconds of compute, ``depth`` equal blocks: the first ``depth``
@@ -89,7 +83,7 @@ def micro_step_buckets(events: Iterable[Any], *, depth: int, forward_s: float, b
 def update_seconds(
     events: Iterable[Any], *, k: int, depth: int, forward_s: float, backward_s: float, link: Link, world_size: int
 ) -> dict[str, float]:
-    """Simulated seconds of the first update (``k`` micro-steps; counter steps as ``MeteredBatches``
+    """Modelled seconds of the first update (``k`` micro-steps; counter steps as ``MeteredBatches``
     marks them) on ``link``: ``"overlapped"``, each micro-step's collectives queued on the link as
     ``micro_step_buckets`` makes them ready while the compute goes on
     (``lab_utils.overlap.backward_with_comm``), and ``"serial"``, the compute then every collective

@@ -75,7 +75,7 @@ def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> t
     """Measured seconds of one forward and of its backward through the whole (unsharded) model on
     a micro-batch of ``batch`` samples in this process, on one thread: the fastest of ``repeat``
     runs after a warm-up (what the work costs when nothing else on the machine interrupts it), the compute
-    that a simulated link's collectives can hide behind."""
+    that a modelled link's collectives can hide behind."""
     if repeat < 1:
         raise ValueError(f"repeat={repeat}: need at least one timed run")
     net = model(width, depth)

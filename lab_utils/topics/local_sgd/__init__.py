@@ -12,7 +12,7 @@ Modules:
     task             the model, the data, one shard of batches per rank, optimizers
     record           run(method, ...) on a rank: collectives counted, each step recorded; gather()
     accelerate_runs  run_accelerate(loop, ...): an Accelerate loop from a cell, counted (barriers too)
-    cost             measured compute + simulated communication (the overlap model) = time on another network
+    cost             measured compute + modelled communication (the overlap model) = time on another network
     study            run_seeds(method, ...): several seeds trained as one; paired verdicts, the sign test
     diloco           DiLoCo's outer-step grid from a synchronous start; the stored study (load_stored)
     figures          the lab's plotly figures
@@ -23,7 +23,7 @@ from lab_utils.topics import lazy
 
 _MODULES = ["accelerate_runs", "cost", "diloco", "exercises", "figures", "record", "study", "task"]
 _NAMES = {"run": "record", "gather": "record", "run_accelerate": "accelerate_runs"}
-_NAMES.update({"compute_per_step": "cost", "simulated_seconds": "cost"})
+_NAMES.update({"compute_per_step": "cost", "elapsed_seconds": "cost"})
 __all__ = [
     "cost",
     "diloco",
@@ -36,7 +36,7 @@ __all__ = [
     "gather",
     "run_accelerate",
     "compute_per_step",
-    "simulated_seconds",
+    "elapsed_seconds",
 ]
 
 __getattr__ = lazy(__name__, _MODULES, _NAMES)

@@ -1,8 +1,8 @@
-"""Time of a run on a network we do not have: measured compute, simulated communication, with the
-overlap model of :mod:`lab_utils.overlap` (the one every simulated time in the labs uses).
+"""Time of a run on a network we do not have: measured compute, modelled communication, with the
+overlap model of :mod:`lab_utils.overlap` (the one every modelled time in the labs uses).
 
     step_s = cost.compute_per_step(runs)                                 # measured here
-    t = cost.simulated_seconds(runs["H=8"], LINKS["1GbE"], 2, step_s)    # cumulative, per step
+    t = cost.elapsed_seconds(runs["H=8"], LINKS["1GbE"], 2, step_s)    # cumulative, per step
     t[-1]                                                                # the whole run
 
 Where each counted collective sits decides what it costs:
@@ -20,7 +20,7 @@ Where each counted collective sits decides what it costs:
 Each collective is costed on the group it ran on (``group_size`` when the counter recorded it);
 ``link`` may map group sizes to links, e.g. ``{2: LINKS["NVLink"], 4: LINKS["10GbE"]}`` for two
 nodes of two GPUs: subgroup collectives stay inside a node, the world's cross the slow link.
-A model: every figure using it says *simulated*.
+A model: every figure using it says *modelled*.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from lab_utils.simnet import Link
 
 Links = Link | Mapping[int, Link]  # one link, or one per group size
 
-__all__ = ["compute_per_step", "step_time", "simulated_seconds"]
+__all__ = ["compute_per_step", "step_time", "elapsed_seconds"]
 
 
 def compute_per_step(runs: Mapping[str, dict]) -> float:
@@ -66,7 +66,7 @@ def _ops(events: list[CommEvent], world_size: int) -> dict[int, list[tuple[str, 
 def step_time(
     events: list[CommEvent], link: Links, world_size: int, compute_s: float, *, backward_share: float = 2 / 3
 ) -> float:
-    """One step's simulated seconds: ``compute_s`` of measured compute, DDP's bucket all-reduces
+    """One step's modelled seconds: ``compute_s`` of measured compute, DDP's bucket all-reduces
     overlapped with its backward, every other collective after it, one after another."""
     if not 0 < backward_share <= 1:
         raise ValueError(f"backward_share={backward_share}: the backward's share of a step, in (0, 1]")
@@ -81,7 +81,7 @@ def step_time(
     return t + sum(serial_seconds(ops, _link(link, p), p) for p, ops in _ops(after, world_size).items())
 
 
-def simulated_seconds(
+def elapsed_seconds(
     run: dict, link: Links, world_size: int, step_seconds: float, *, backward_share: float = 2 / 3
 ) -> list[float]:
     """Cumulative seconds after each step (see :func:`step_time`); collectives counted after

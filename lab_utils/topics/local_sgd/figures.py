@@ -3,7 +3,7 @@
     figures.spread(runs["H=4"])                        # ranks drift apart, averaging rejoins them
     figures.loss(runs, ["DDP", "H=8", "H=32"])         # held-out loss against steps
     figures.traffic(runs, ["DDP", "H=8"])              # counted bytes per rank
-    figures.wallclock(runs, LINKS["1GbE"], 2, step_s)  # loss against (partly simulated) time
+    figures.wallclock(runs, LINKS["1GbE"], 2, step_s)  # loss against (partly modelled) time
     figures.totals(runs, LINKS, 2, step_s)             # time of the whole run against H
     figures.schedule(results)                          # Accelerate: micro-batches, updates, averagings
     figures.seeds_band(study, ["local H=8", "accum K=8"], per_round=8)   # loss against rounds, seeds' spread
@@ -18,15 +18,15 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.plots import PALETTE, simulated, style
+from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import Link
-from lab_utils.topics.local_sgd.cost import simulated_seconds
+from lab_utils.topics.local_sgd.cost import elapsed_seconds
 
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
 
 def _measured(title: str) -> str:
-    """Titles of figures drawn from runs on this machine say so (simulated ones use ``simulated``)."""
+    """Titles of figures drawn from runs on this machine say so (modelled ones use ``modelled``)."""
     return title if title.startswith("measured") else f"measured: {title}"
 
 
@@ -100,11 +100,11 @@ def traffic(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, tit
 def wallclock(
     runs: Mapping[str, dict], link: Link, world_size: int, step_seconds: float, names: Sequence[str] | None = None
 ) -> go.Figure:
-    """Held-out loss against time: measured compute per step + simulated communication on ``link``."""
+    """Held-out loss against time: measured compute per step + modelled communication on ``link``."""
     fig = go.Figure()
     for i, name in enumerate(names or list(runs)):
         r = runs[name]
-        t = simulated_seconds(r, link, world_size, step_seconds)
+        t = elapsed_seconds(r, link, world_size, step_seconds)
         fig.add_trace(
             go.Scatter(
                 x=[t[s - 1] for s, _ in r["eval_curve"]],
@@ -117,8 +117,8 @@ def wallclock(
         )
     style(
         fig,
-        title=simulated(f"loss against time on {link.name}"),
-        xaxis="seconds (compute measured + communication simulated)",
+        title=modelled(f"loss against time on {link.name}"),
+        xaxis="seconds (compute measured + communication modelled)",
         yaxis="held-out loss",
     )
     fig.update_xaxes(type="log")
@@ -132,10 +132,10 @@ def totals(
     floor dashed: local SGD wins where the lines fall and stops helping where they flatten."""
     fig = go.Figure()
     for i, (lname, link) in enumerate(links.items()):
-        ys = [simulated_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] for h in Hs]
+        ys = [elapsed_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] for h in Hs]
         fig.add_trace(go.Scatter(x=list(Hs), y=ys, mode="lines+markers", name=lname, line=dict(color=_color(i))))
         if "DDP" in runs:
-            d = simulated_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
+            d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
             fig.add_trace(
                 go.Scatter(
                     x=[Hs[0], Hs[-1]],
@@ -158,7 +158,7 @@ def totals(
     )
     style(
         fig,
-        title=simulated("time of the whole run against H (dotted: DDP)"),
+        title=modelled("time of the whole run against H (dotted: DDP)"),
         xaxis="H (local steps per averaging)",
         yaxis="seconds (log scale)",
     )

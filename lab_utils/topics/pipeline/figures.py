@@ -6,7 +6,7 @@ figures.timelines({"GPipe": ev1, "1F1B": ev2})                    # side by side
 figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked"}: p = 2, more work per piece
 figures.bubble(rows)            # rows: {"p", "m", "measured", "formula"}
 figures.memory({"GPipe": [b0, b1], "1F1B": [...]})                # bytes in flight per stage
-figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (simulated)
+figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (modelled)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import PALETTE, legend_beside, simulated, style
+from lab_utils.plots import PALETTE, legend_beside, modelled, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
@@ -167,7 +167,7 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
 
 
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
-    """Simulated seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
+    """Modelled seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
     links = list(seconds)
     methods = list(next(iter(seconds.values())))
     fig = go.Figure(
@@ -178,4 +178,4 @@ def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     )
     fig.update_layout(barmode="group")
     fig.update_yaxes(type="log")
-    return style(fig, title=simulated("one step, communication overlapping compute"), xaxis="link", yaxis="ms (log)")
+    return style(fig, title=modelled("one step, communication overlapping compute"), xaxis="link", yaxis="ms (log)")

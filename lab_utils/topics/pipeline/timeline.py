@@ -191,7 +191,7 @@ def replay(
     what is left is the bubble of the recorded order alone, which for GPipe's order is exactly
     (p - 1) / (m + p - 1) and for a loop that does not overlap micro-batches is far more.
 
-    ``link`` puts the messages back, on a simulated link: every forward but the last stage's sends
+    ``link`` puts the messages back, on a modelled link: every forward but the last stage's sends
     ``message_bytes`` of activations to the next stage, every backward but stage 0's as many bytes
     of gradients to the one before, and a piece that needs a message starts when it has arrived.
     Each stage sends on its own link, one message at a time in the order its work produced them,

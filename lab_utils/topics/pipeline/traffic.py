@@ -1,10 +1,10 @@
-"""Bytes that pipeline stages send each other, counted, and what they cost on a simulated link.
+"""Bytes that pipeline stages send each other, counted, and what they cost on a modelled link.
 
     from lab_utils.topics.pipeline import traffic
     with traffic.P2PCounter() as sent:                # wraps dist.send / isend (and recv / irecv)
         gpipe_step(stage, inputs, targets)            # or a torch.distributed.pipelining schedule
     sent.bytes_to                                     # {peer rank: bytes this rank sent it}
-    traffic.pipeline_step_seconds(events, sent.messages[0].nbytes, LINKS["1GbE"])   # simulated step
+    traffic.pipeline_step_seconds(events, sent.messages[0].nbytes, LINKS["1GbE"])   # modelled step
     traffic.ddp_step_seconds(events, bucket_bytes, LINKS["1GbE"], world_size=2)   # DDP, same work
 
 The counter replaces ``isend`` and ``irecv`` in ``torch.distributed`` (``send`` and ``recv`` call
@@ -158,7 +158,7 @@ class _Watched:
 
 
 def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_bytes: float, link: Link) -> float:
-    """Simulated seconds of one pipeline step on ``link``: the recorded work of every stage (its
+    """Modelled seconds of one pipeline step on ``link``: the recorded work of every stage (its
     order and measured durations) with each message (``message_bytes``) sent on the sender's link
     while it goes on computing, and each piece waiting for its message (``timeline.replay``)."""
     return timeline.span(timeline.replay(events_per_stage, link=link, message_bytes=message_bytes))
@@ -167,7 +167,7 @@ def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_byt
 def ddp_step_seconds(
     events_per_stage: Sequence[Iterable[Any]], bucket_bytes: Sequence[float], link: Link, world_size: int
 ) -> float:
-    """Simulated seconds of one DDP step doing the same work on ``world_size`` ranks: each rank
+    """Modelled seconds of one DDP step doing the same work on ``world_size`` ranks: each rank
     runs the whole model on 1/world_size of the batch, so its forward (backward) takes the sum of
     every stage's recorded forwards (backwards) / world_size; the buckets (``bucket_bytes`` in the
     order DDP all-reduced them) become ready as the backward produces their share of the gradient

@@ -57,7 +57,7 @@ def test_model_from_stamps_by_hand():
     measured = {"world_size": 2, "ks": [1, 2], "optimizer_step_s": 0.05, "loopback": [synced] * 3}
     micro = sweep.micro_step(measured)
     assert micro == MicroStep(0.1, 1.0, [Bucket(0.2, 100_000), Bucket(1.0, 100_000)])
-    sim = sweep.simulated(measured, link)
+    sim = sweep.update_seconds(measured, link)
     # the first bucket hides behind the backward, the last costs 0.1 s after it
     assert sim["naive"] == pytest.approx([1.2 + 0.05, 2 * 1.2 + 0.05])
     assert sim["no_sync"] == pytest.approx([1.25, 1.1 + 1.2 + 0.05])

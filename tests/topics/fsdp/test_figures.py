@@ -26,5 +26,5 @@ def test_traffic_accumulation_links_checkpointing():
     fig = figures.accumulation({"a": [0, P, P // 2]}, {"a": P, "b": P // 4})
     assert list(fig.data[0].y) == [0, 1.0, 0.5] and list(fig.data[1].y) == [1.0, 0.25]
     fig = figures.links({"1GbE": {"a": 0.5, "b": 0.1}})
-    assert [list(t.y) for t in fig.data] == [[0.5], [0.1]] and "simulated" in fig.layout.title.text
+    assert [list(t.y) for t in fig.data] == [[0.5], [0.1]] and "modelled" in fig.layout.title.text
     assert list(figures.checkpointing({"plain": P, "ckpt": P // 4}).data[0].y) == [1.0, 0.25]

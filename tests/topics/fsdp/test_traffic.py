@@ -1,11 +1,11 @@
-"""traffic: FSDP2's collectives as counted on real ranks, ring bytes and simulated time by hand."""
+"""traffic: FSDP2's collectives as counted on real ranks, ring bytes and modelled time by hand."""
 
 from __future__ import annotations
 
 import pytest
 
 from lab_utils.comm import CommEvent
-from lab_utils.simnet import LINKS, Link, collective_seconds
+from lab_utils.simnet import LINKS, Link, collective_seconds, comm_seconds
 from lab_utils.topics.fsdp import traffic
 from tests.topics.fsdp.conftest import DEPTH, PARAM_BYTES, K
 
@@ -39,13 +39,13 @@ def test_per_op_and_ring_bytes_by_hand():
         traffic.sent_per_rank([CommEvent(op="gossip", nbytes=1, step=0)], world_size=2)
 
 
-def test_simulated_seconds_use_simnet_under_its_names():
+def test_simnet_prices_fsdp2s_single_collectives_under_their_names():
     link = LINKS["1GbE"]
     events = [
         CommEvent(op="all_gather_single", nbytes=4000, step=0),
         CommEvent(op="reduce_scatter_single", nbytes=2000, step=1),
     ]
-    secs = traffic.simulated_seconds(events, link, world_size=2)
+    secs = comm_seconds(events, link, world_size=2)
     assert secs == [
         pytest.approx(collective_seconds("all_gather_into_tensor", 4000, 2, link)),
         pytest.approx(collective_seconds("reduce_scatter_tensor", 2000, 2, link)),

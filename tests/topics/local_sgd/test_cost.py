@@ -28,9 +28,9 @@ def test_tensor_sizes_are_the_lab_model():
     assert TENSOR_BYTES == [p.numel() * p.element_size() for p in task.make_model().parameters()]
 
 
-def test_simulated_seconds_by_hand():
+def test_elapsed_seconds_by_hand():
     r, link = local_run(), LINKS["1GbE"]
-    t = cost.simulated_seconds(r, link, 2, step_seconds=1e-3)
+    t = cost.elapsed_seconds(r, link, 2, step_seconds=1e-3)
     # one ring all-reduce per tensor: 2 (p-1) latencies + 2 (p-1)/p bytes / bandwidth each, p = 2
     per_avg = 8 * 2 * link.latency_s + PBYTES / link.bandwidth_Bps
     assert per_avg == pytest.approx(sum(allreduce_seconds(n, 2, link) for n in TENSOR_BYTES))
@@ -41,8 +41,8 @@ def test_simulated_seconds_by_hand():
 
 def test_averaging_at_exit_is_added_to_the_end():
     link = LINKS["WAN"]
-    with_exit = cost.simulated_seconds(local_run(steps=10, H=4, exit_step=10), link, 2, 1e-3)
-    without = cost.simulated_seconds(local_run(steps=10, H=4), link, 2, 1e-3)
+    with_exit = cost.elapsed_seconds(local_run(steps=10, H=4, exit_step=10), link, 2, 1e-3)
+    without = cost.elapsed_seconds(local_run(steps=10, H=4), link, 2, 1e-3)
     assert with_exit[:-1] == without[:-1]
     assert with_exit[-1] - without[-1] == pytest.approx(sum(allreduce_seconds(n, 2, link) for n in TENSOR_BYTES))
 

@@ -40,7 +40,7 @@ def test_memory_and_traffic():
     assert [tr.name for tr in fig.data] == ["GPipe", "1F1B"] and fig.data[0].y[0] == 4.0
     fig = figures.traffic({"1GbE": {"pipeline": 0.5, "DDP": 0.25}})
     assert [tr.name for tr in fig.data] == ["pipeline", "DDP"] and fig.data[1].y[0] == 250.0
-    assert "simulated" in fig.layout.title.text
+    assert "modelled" in fig.layout.title.text
 
 
 def test_work_draws_measured_blocked_and_the_formula():

@@ -1,4 +1,4 @@
-"""traffic: the P2P counter on real ranks (see conftest), and the simulated link times."""
+"""traffic: the P2P counter on real ranks (see conftest), and the modelled link times."""
 
 from __future__ import annotations
 
