@@ -7,7 +7,8 @@
 
 Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
 ``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),
-``run`` (torchrun entry point), ``comm`` (collectives counted), ``simnet`` (link model),
+``run`` (torchrun entry point), ``comm`` (collectives counted), ``accelerate_meter`` (an
+Accelerate loop metered from outside), ``simnet`` (link model),
 ``overlap`` (communication hidden behind the backward), ``memory`` (saved activations, peaks),
 ``stepmem`` (a step's memory predicted part by part; Llama-style decoders: ``stepmem_llama``),
 ``plan`` (``python -m lab_utils.plan``: the per-strategy plan for a model you bring),

@@ -18,9 +18,9 @@ import torch
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
+from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.checks import grader
 from lab_utils.topics.hf.data import build_model, make_splits, offline
-from lab_utils.topics.hf.guards import reset_accelerate_state
 from lab_utils.topics.hf.trainer import TrainerMeter
 
 __all__ = [

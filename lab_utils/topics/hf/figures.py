@@ -3,7 +3,7 @@ multi-process run, and learning-rate schedules.
 
     from lab_utils.topics.hf import figures
     figures.loss_match({"Trainer": losses, "Accelerate loop": losses2}, grad_accum=1)
-    figures.sync_timeline(rank_run)           # one rank's meters.metered(loop) result
+    figures.sync_timeline(rank_run)           # one rank's accelerate_meter.metered(loop) result
     figures.lr_schedules({"prepared": lrs, "not prepared": lrs2})
 """
 

@@ -4,12 +4,12 @@
     guards.check_port_free(29500)          # raises, naming a free port, when the port is taken
     guards.check_no_accelerator()          # before accelerate.notebook_launcher
     guards.check_processes(accelerator, 2) # inside the job: really 2 processes?
-    guards.reset_accelerate_state()        # forget this kernel's Accelerator (a Trainer makes one)
 
 Accelerate keeps its state in process-wide singletons: a Trainer or an ``Accelerator()`` made in a
 notebook kernel stays there, and ``notebook_launcher`` then refuses to start. On a CPU,
 ``accelerate launch --cpu --num_processes 2`` starts ONE process, and an Accelerator built without
 ``cpu=True`` leaves each launched process alone: ``check_processes`` says which happened.
+``lab_utils.accelerate_meter.reset_accelerate_state()`` forgets this kernel's Accelerator.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ import os
 import socket
 from typing import Any
 
-from accelerate.state import AcceleratorState, GradientState
+from accelerate.state import AcceleratorState
 
 from lab_utils.launch import free_port
 
 __all__ = [
     "accelerator_exists",
-    "reset_accelerate_state",
     "check_no_accelerator",
     "check_port_free",
     "check_processes",
@@ -36,13 +35,6 @@ def accelerator_exists() -> bool:
     return len(AcceleratorState._shared_state) > 0
 
 
-def reset_accelerate_state() -> None:
-    """Forget the Accelerator singletons of this process (what Accelerate's own tests do), so a
-    new Accelerator with other settings can be built. The process group, if any, stays."""
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-
-
 def check_no_accelerator() -> None:
     """Raise before ``notebook_launcher`` would: an Accelerator already lives in this kernel."""
     if accelerator_exists():
@@ -50,7 +42,7 @@ def check_no_accelerator() -> None:
             "an Accelerator already exists in this process (a cell created one, or a Trainer did), "
             "so accelerate.notebook_launcher refuses to start processes. Create the Accelerator "
             "only inside the function you launch; here either restart the kernel, call "
-            "hf.guards.reset_accelerate_state(), or use lab_utils.launch (fresh processes)."
+            "accelerate_meter.reset_accelerate_state(), or use lab_utils.launch (fresh processes)."
         )
 
 

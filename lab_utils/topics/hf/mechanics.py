@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.data import lm_batch
 from lab_utils.models import tiny_gpt2
 from lab_utils.topics.hf.data import offline
-from lab_utils.topics.hf.guards import reset_accelerate_state
 
 __all__ = [
     "backward_scaling",

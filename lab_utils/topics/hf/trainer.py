@@ -4,6 +4,8 @@
     with trainer.TrainerMeter() as meter:      # around any Trainer(...).train()
         t = train_with_trainer(...)
     run = trainer.summary(t, meter)            # step_losses, grad_norms, lrs, evals, seconds, micro_losses
+    trainer.window_means(micro_losses, 4)      # what the Trainer logs per update, from micro-batch losses
+    trainer.loss_gap(run_a, run_b)             # two loss histories compared
 
 ``TrainerMeter`` wraps ``Trainer.compute_loss`` while the block runs and records each training
 micro-batch's loss as ``compute_loss`` returns it: the batch mean, before the Trainer divides it
@@ -18,7 +20,7 @@ from typing import Any
 import torch
 from transformers import Trainer
 
-__all__ = ["TrainerMeter", "summary"]
+__all__ = ["TrainerMeter", "summary", "window_means", "loss_gap"]
 
 
 class TrainerMeter:
@@ -66,3 +68,18 @@ def summary(trainer: Trainer, meter: TrainerMeter | None = None) -> dict[str, An
     if meter is not None:
         out["micro_losses"] = list(meter.micro_losses)
     return out
+
+
+def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:
+    """Mean loss of each accumulation window: what the Trainer logs per update (logging_steps=1)."""
+    return [
+        sum(micro_losses[i : i + grad_accum]) / len(micro_losses[i : i + grad_accum])
+        for i in range(0, len(micro_losses), grad_accum)
+    ]
+
+
+def loss_gap(a: list[float], b: list[float]) -> float:
+    """Largest absolute difference between two loss histories of the same length."""
+    if len(a) != len(b):
+        raise ValueError(f"the runs have {len(a)} and {len(b)} losses: not the same job")
+    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)

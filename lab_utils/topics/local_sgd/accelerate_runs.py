@@ -9,10 +9,11 @@
 
 ``run_accelerate`` builds the Accelerator (``cpu=True`` on CPU, inside the rank: otherwise each
 process trains alone), the lab model, an SGD optimizer, a constant scheduler and a dataloader of
-``micro_batches`` batches per rank, prepares them, and calls the loop. From outside it counts
-DDP's gradient all-reduces and every direct collective (``LocalSGD``'s averaging and the barrier
-of ``accelerator.wait_for_everyone()`` before it), and notes
-``accelerator.sync_gradients`` after each micro-batch. It returns plain data: ``averagings``
+``micro_batches`` batches per rank, prepares them, and calls the loop inside
+``lab_utils.accelerate_meter.LoopMeter(direct=True)``: from outside it counts DDP's gradient
+all-reduces and every direct collective (``LocalSGD``'s averaging and the barrier of
+``accelerator.wait_for_everyone()`` before it), and notes ``accelerator.sync_gradients`` after
+each micro-batch (each ``accelerator.accumulate`` block). It returns plain data: ``averagings``
 (micro-batch index of each parameter averaging and whether it followed an optimizer update),
 ``updates``, ``barriers`` (micro-batch index of each ``barrier()``), ``events``, fingerprints
 of parameters and buffers, ``num_processes``.
@@ -20,32 +21,18 @@ of parameters and buffers, ``num_processes``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from accelerate import Accelerator
 
+from lab_utils.accelerate_meter import LoopMeter
 from lab_utils.checks import fingerprint
-from lab_utils.comm import CommCounter
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["run_accelerate"]
-
-
-def _noting(loader, accelerator, counter: CommCounter, flags: list[bool]) -> Iterator:
-    """The loader's batches; after each micro-batch, note sync_gradients and start a new step."""
-    started = False
-    for batch in loader:
-        if started:
-            flags.append(bool(accelerator.sync_gradients))
-            counter.mark_step()
-        started = True
-        yield batch
-    if started:
-        flags.append(bool(accelerator.sync_gradients))
-        counter.mark_step()
 
 
 def run_accelerate(
@@ -76,13 +63,10 @@ def run_accelerate(
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
-    counter = CommCounter(barriers=True)  # LocalSGD waits for everyone before each averaging
-    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
-        counter.attach(model)
-    flags: list[bool] = []
-    with counter.track():
-        loop(accelerator, model, optimizer, scheduler, _noting(loader, accelerator, counter, flags), **loop_kwargs)
-    events = counter.events
+    with LoopMeter(direct=True) as meter:  # barriers too: LocalSGD waits for everyone before each averaging
+        meter.watch(accelerator, (model, optimizer, loader, scheduler))
+        loop(accelerator, model, optimizer, scheduler, loader, **loop_kwargs)
+    events, flags = meter.counter.events, meter.record["sync"]
     inner = accelerator.unwrap_model(model)
     n_tensors = len(list(inner.parameters()))
     direct = [e for e in events if e.source == "torch.distributed" and e.op != "barrier"]

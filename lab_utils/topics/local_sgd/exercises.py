@@ -16,6 +16,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
 from lab_utils.launch import launch
@@ -135,8 +136,6 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
 
 
 def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from lab_utils.topics.hf.guards import reset_accelerate_state
-
     out = []
     for cfg in cfgs:  # a fresh Accelerator for each setting
         reset_accelerate_state()
@@ -164,6 +163,10 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
         r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
         where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
         assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
+        assert r["micro_batches"] == cfg["micro_batches"], (
+            f"{r['micro_batches']} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
+            f"block {where}: keep the guide's one block per micro-batch"
+        )
         assert not any(e.source == "ddp-hook" for e in r["events"]), (
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )

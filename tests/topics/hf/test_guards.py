@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 from accelerate import Accelerator
 
+from lab_utils import accelerate_meter
 from lab_utils.topics.hf import guards
 
 
@@ -22,13 +23,13 @@ def test_port_guard():
 
 
 def test_accelerator_guard():
-    guards.reset_accelerate_state()
+    accelerate_meter.reset_accelerate_state()
     guards.check_no_accelerator()
     Accelerator(cpu=True)
     assert guards.accelerator_exists()
     with pytest.raises(RuntimeError, match="notebook_launcher refuses"):
         guards.check_no_accelerator()
-    guards.reset_accelerate_state()
+    accelerate_meter.reset_accelerate_state()
     assert not guards.accelerator_exists()
 
 

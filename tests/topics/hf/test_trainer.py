@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from transformers import Trainer
 
-from lab_utils.topics.hf import data, guards, meters, trainer
+from lab_utils import accelerate_meter
+from lab_utils.topics.hf import data, trainer
 from tests.topics.hf.jobs import TINY, lab_functions
 
 train_with_trainer = lab_functions("train_with_trainer")["train_with_trainer"]
@@ -16,7 +17,7 @@ def _run(**kw):
     train_ds, val_ds = data.make_splits(32, 16)
     with trainer.TrainerMeter() as meter:
         t = train_with_trainer(train_ds, val_ds, epochs=1, lr=1e-3, **TINY, **kw)
-    guards.reset_accelerate_state()
+    accelerate_meter.reset_accelerate_state()
     return t, trainer.summary(t, meter)
 
 
@@ -24,7 +25,7 @@ def test_meter_sees_every_micro_batch_and_the_summary_the_log():
     _, run = _run()
     assert len(run["micro_losses"]) == 8 and run["updates"] == 4
     # corrected: the logged loss of an update is the mean of its micro-batch losses
-    assert run["step_losses"] == pytest.approx(meters.window_means(run["micro_losses"], TINY["grad_accum"]), rel=1e-5)
+    assert run["step_losses"] == pytest.approx(trainer.window_means(run["micro_losses"], TINY["grad_accum"]), rel=1e-5)
     assert len(run["evals"]) == 1 and run["seconds"] > 0 and all(g > 0 for g in run["grad_norms"])
     assert Trainer.compute_loss.__qualname__ == "Trainer.compute_loss"  # the meter is gone after the block
 
@@ -39,3 +40,10 @@ def test_trainer_skips_the_division_when_it_believes_the_model():
     assert [a / b for a, b in zip(r_as_is["grad_norms"], r_fixed["grad_norms"])] == pytest.approx([k] * 4, rel=1e-4)
     # undivided: the logged loss of an update is the SUM of its micro-batch means
     assert r_as_is["step_losses"] == pytest.approx([k * x for x in r_fixed["step_losses"]], rel=1e-5)
+
+
+def test_window_means_and_loss_gap():
+    assert trainer.window_means([1.0, 3.0, 5.0, 7.0, 9.0], 2) == [2.0, 6.0, 9.0]
+    assert trainer.loss_gap([1.0, 2.0], [1.5, 2.0]) == 0.5
+    with pytest.raises(ValueError, match="not the same job"):
+        trainer.loss_gap([1.0], [1.0, 2.0])

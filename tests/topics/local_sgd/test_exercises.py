@@ -159,6 +159,20 @@ def test_update_loop_fails_a_count_from_the_index():
     graded_fail(exercises.check_update_loop, _counts_by_index, match=r"(?s)in 5 updates \(accumulation 3.*hint")
 
 
+def _no_accumulate(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Steps every micro-batch, outside accelerator.accumulate: no accumulation window at all."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in dataloader:
+            accelerator.backward(F.cross_entropy(model(inputs), targets))
+            optimizer.step()
+            optimizer.zero_grad()
+            lsgd.step()
+
+
+def test_update_loop_fails_a_loop_without_accumulate():
+    graded_fail(exercises.check_update_loop, _no_accumulate, match=r"(?s)0 of 16 micro-batches ran in an accel.*hint")
+
+
 @pytest.mark.parametrize("attempt", [..., stub])
 def test_update_loop_not_attempted(attempt):
     assert exercises.check_update_loop(attempt) == NOT_ATTEMPTED

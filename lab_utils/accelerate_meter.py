@@ -1,11 +1,15 @@
 """Watch an Accelerate loop from outside: what happened on each micro-batch, without editing it.
+Labs 4 (Trainer -> Accelerate) and 5 (Accelerate's ``LocalSGD``) meter their loops with it.
 
-    from lab_utils.topics.hf import meters
-    with meters.LoopMeter() as meter:         # any loop that calls prepare() and accumulate()
+    from lab_utils import accelerate_meter
+    with accelerate_meter.LoopMeter() as meter:   # any loop that calls prepare() and accumulate()
         out = accelerate_loop(...)
     meter.record["sync"]                      # accelerator.sync_gradients after each micro-batch
-    launch(meters.metered(accelerate_loop), world_size=2, kwargs=job)   # the same, on each rank
-    launch(meters.metered_each({"a": (loop_a, {}), "b": (loop_b, {"x": 1})}), 2, kwargs=job)
+    launch(accelerate_meter.metered(accelerate_loop), world_size=2, kwargs=job)   # on each rank
+    launch(accelerate_meter.metered_each({"a": (loop_a, {}), "b": (loop_b, {"x": 1})}), 2, kwargs=job)
+    with accelerate_meter.LoopMeter(direct=True) as meter:   # LocalSGD's averagings and barriers too
+        meter.watch(accelerator, prepared)    # objects prepared before the block
+        loop(accelerator, *prepared)
 
 While the block runs, ``Accelerator.prepare``, ``accumulate``, ``backward`` and ``clip_grad_norm_``
 are wrapped (for every Accelerator, as the loop builds its own): ``prepare`` attaches a
@@ -14,7 +18,12 @@ closes a micro-batch and records its sync flag, the collectives and bytes it mad
 optimizer steps so far, the scheduler's position and learning rate, and (from a dataset with
 ``record=True``) the data order. Each ``backward`` call records the collectives it made and
 ``accelerator.sync_gradients`` at that moment (so a loop without ``accumulate`` is seen too), and
-each ``clip_grad_norm_`` the total norm it returned (before clipping).
+each ``clip_grad_norm_`` the total norm it returned (before clipping). The counter's step is the
+micro-batch: each closed micro-batch starts the next one. ``direct=True`` also counts the
+collectives called through ``torch.distributed`` in the block, barriers included (what
+``LocalSGD`` makes: ``wait_for_everyone()``, then one all-reduce per parameter tensor).
+
+``reset_accelerate_state`` forgets this process's Accelerator, so the next loop can build one.
 """
 
 from __future__ import annotations
@@ -26,11 +35,11 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState, GradientState
 
 from lab_utils.comm import CommCounter
-from lab_utils.topics.hf.guards import reset_accelerate_state
 
-__all__ = ["LoopMeter", "metered", "metered_each", "window_means", "loss_gap"]
+__all__ = ["LoopMeter", "metered", "metered_each", "reset_accelerate_state"]
 
 _KEYS = (
     "sync",
@@ -45,19 +54,30 @@ _KEYS = (
 )
 
 
-class LoopMeter:
-    """Context manager recording, per micro-batch, what Accelerate did (see the module docstring)."""
+def reset_accelerate_state() -> None:
+    """Forget the Accelerator singletons of this process (what Accelerate's own tests do), so a
+    new Accelerator with other settings can be built. The process group, if any, stays."""
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
 
-    def __init__(self) -> None:
+
+class LoopMeter:
+    """Context manager recording, per micro-batch, what Accelerate did (see the module docstring);
+    ``direct``: count direct ``torch.distributed`` collectives and barriers too."""
+
+    def __init__(self, *, direct: bool = False) -> None:
         self.record: dict[str, Any] = {k: [] for k in _KEYS}
-        self.counter = CommCounter()
+        self.counter = CommCounter(barriers=direct)
+        self._direct = direct
+        self._stack = contextlib.ExitStack()
         self._opt_steps = 0
         self._scheduler: Any = None
         self._datasets: list[Any] = []
         self._seen = (0, 0)
         self._saved: tuple[Any, ...] | None = None
 
-    def _watch(self, accelerator: Accelerator, prepared: tuple) -> None:
+    def watch(self, accelerator: Accelerator, prepared: tuple) -> None:
+        """Meter objects ``accelerator.prepare`` returned (done by itself for a prepare in the block)."""
         for obj in prepared:
             if isinstance(obj, torch.nn.parallel.DistributedDataParallel):
                 self.counter.attach(obj)
@@ -86,6 +106,7 @@ class LoopMeter:
             rec["scheduler_steps"].append(int(self._scheduler.last_epoch))
             rec["lrs_micro"].append(float(self._scheduler.get_last_lr()[0]))
         self._seen = (n, nbytes)
+        self.counter.mark_step()
 
     def _after_backward(self, accelerator: Accelerator, before: int) -> None:
         self.record["backward_sync"].append(bool(accelerator.sync_gradients))
@@ -97,7 +118,7 @@ class LoopMeter:
 
         def watched_prepare(acc: Accelerator, *args: Any, **kwargs: Any) -> Any:
             out = prepare(acc, *args, **kwargs)
-            meter._watch(acc, out if isinstance(out, tuple) else (out,))
+            meter.watch(acc, out if isinstance(out, tuple) else (out,))
             return out
 
         @contextlib.contextmanager
@@ -120,9 +141,12 @@ class LoopMeter:
         self._saved = (prepare, accumulate, backward, clip)
         Accelerator.prepare, Accelerator.accumulate = watched_prepare, watched_accumulate
         Accelerator.backward, Accelerator.clip_grad_norm_ = watched_backward, watched_clip
+        if self._direct:
+            self._stack.enter_context(self.counter.track())
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
         Accelerator.prepare, Accelerator.accumulate, Accelerator.backward, Accelerator.clip_grad_norm_ = self._saved
         self.record["order"] = [i for ds in self._datasets for i in ds.order]
         self.record["total_optimizer_steps"] = self._opt_steps
@@ -158,18 +182,3 @@ class metered_each:  # noqa: N801 - used like a function: launch(metered_each({.
             out[name] = metered(fn)(*args, **{**kwargs, **extra})
         reset_accelerate_state()
         return out
-
-
-def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:
-    """Mean loss of each accumulation window: what the Trainer logs per update (logging_steps=1)."""
-    return [
-        sum(micro_losses[i : i + grad_accum]) / len(micro_losses[i : i + grad_accum])
-        for i in range(0, len(micro_losses), grad_accum)
-    ]
-
-
-def loss_gap(a: list[float], b: list[float]) -> float:
-    """Largest absolute difference between two loss histories of the same length."""
-    if len(a) != len(b):
-        raise ValueError(f"the runs have {len(a)} and {len(b)} losses: not the same job")
-    return max((abs(x - y) for x, y in zip(a, b)), default=0.0)
