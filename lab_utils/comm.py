@@ -32,13 +32,24 @@ backward (a DDP comm hook, ours or PyTorch's) from one after it, for the overlap
     with counter.track():
         dist.barrier(); dist.all_reduce(t, group=subgroup)
     [(e.op, e.group_size) for e in counter.events]     # [('barrier', 4), ('all_reduce', 2)]
+
+Point-to-point messages are events too, as op ``"send"`` or ``"recv"`` with their ``peer``: the
+counter wraps ``isend`` / ``irecv``, which ``send`` / ``recv`` call and which torch's pipeline
+schedules pass to ``batch_isend_irecv`` (one wrapper for both ``torch.distributed`` and
+``distributed_c10d``, so its identity checks hold). Each event holds ``start`` (seconds after
+the counter's ``origin``) and ``caller`` (the file whose code made the call, torch.distributed's
+own layer skipped); a message's ``end`` is stamped when its ``wait()`` returns. ``on_p2p(event,
+work)`` may replace the work a message returns (``pipeline.traffic`` names a stalled stage so).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,14 +72,16 @@ TRACKED_OPS = (
     "reduce",
     "all_to_all",
     "all_to_all_single",
-    "send",
-    "recv",
+    "isend",  # recorded as "send": dist.send calls it, and so do torch's pipeline schedules
+    "irecv",  # recorded as "recv"
 )
+_P2P = {"isend": "send", "irecv": "recv"}
+_DIST_DIR = os.path.dirname(dist.__file__)
 
 
 @dataclass
 class CommEvent:
-    """One collective: what it was, how many bytes of payload, at which step, from where."""
+    """One collective or message: what it was, how many bytes of payload, at which step, from where."""
 
     op: str
     nbytes: int
@@ -79,6 +92,46 @@ class CommEvent:
     rank: int = 0
     group_size: int = 0  # ranks in the group the collective ran on (0: not known, no process group)
     in_backward: bool = False  # called while autograd ran a backward (a DDP comm hook): it can overlap it
+    peer: int = -1  # send / recv: the rank at the other end
+    caller: str = ""  # the file whose code made the call (a hand-written loop's, or torch's schedule's)
+    start: float = 0.0  # seconds after the counter's origin: when it was called
+    end: float | None = None  # send / recv: when its wait() returned (None: not waited on through the counter)
+
+    @property
+    def blocked_s(self) -> float:
+        """Seconds from posting a message to the end of its wait (0 when it was never waited on)."""
+        return 0.0 if self.end is None else self.end - self.start
+
+
+def _caller() -> str:
+    frame = sys._getframe(2)
+    # skip torch.distributed's own API layer (distributed_c10d.py, c10d_logger.py), not its subpackages
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == _DIST_DIR:
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
+
+
+def _peer(op: str, args: tuple, kwargs: dict) -> int:
+    key = "dst" if op == "isend" else "src"
+    for name in (key, f"group_{key}"):
+        if kwargs.get(name) is not None:
+            return int(kwargs[name])
+    return int(args[1]) if len(args) > 1 else -1
+
+
+class _Waited:
+    """A message's ``Work`` whose ``wait()`` stamps the event's ``end``."""
+
+    def __init__(self, work: Any, event: CommEvent, now: Callable[[], float]):
+        self._work, self._event, self._now = work, event, now
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._work.wait(*args, **kwargs)
+        self._event.end = self._now()
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
 
 
 def _group_size(args: tuple, kwargs: dict) -> int:
@@ -116,6 +169,8 @@ class CommCounter:
     events: list[CommEvent] = field(default_factory=list)
     step: int = 0
     barriers: bool = False  # also count dist.barrier() (0 bytes), off by default
+    origin: float = field(default_factory=time.perf_counter)  # the clock of each event's start / end
+    on_p2p: Callable[[CommEvent, Any], Any] | None = None  # (event, work) -> the work the caller gets
     _tracking: int = 0
     _paused: bool = False
     _inside: int = 0  # depth of counted calls in progress: nested ones are not counted again
@@ -131,12 +186,20 @@ class CommCounter:
         ddp_model.register_comm_hook(self, _counting_allreduce_hook)
         return self
 
-    def _record(self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int | None = None) -> None:
+    def _record(
+        self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int | None = None, **more: Any
+    ) -> CommEvent:
         rank = dist.get_rank() if dist.is_initialized() else 0
         if group_size is None:
             group_size = dist.get_world_size() if dist.is_initialized() else 0
         in_backward = torch._C._current_graph_task_id() >= 0
-        self.events.append(CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward))
+        event = CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward, **more)
+        self.events.append(event)
+        return event
+
+    def now(self) -> float:
+        """Seconds since ``origin``: the clock of the events' ``start`` and ``end``."""
+        return time.perf_counter() - self.origin
 
     # -- direct torch.distributed calls ---------------------------------------------------
     @contextlib.contextmanager
@@ -152,14 +215,14 @@ class CommCounter:
     def track(self) -> Iterator[CommCounter]:
         """Count every tensor collective called through ``torch.distributed`` in this block."""
         originals: dict[tuple[Any, str], Any] = {}
-        modules = [dist, dist.distributed_c10d]
         for op in TRACKED_OPS + (("barrier",) if self.barriers else ()):
-            for mod in modules:
+            wrapped: dict[int, Any] = {}  # one wrapper per function: batch_isend_irecv compares identities
+            for mod in (dist, dist.distributed_c10d):
                 fn = getattr(mod, op, None)
                 if fn is None or getattr(fn, "_lab_utils_counted", False):
                     continue
                 originals[(mod, op)] = fn
-                setattr(mod, op, self._wrap(op, fn))
+                setattr(mod, op, wrapped.setdefault(id(fn), self._wrap(op, fn)))
         self._tracking += 1
         try:
             yield self
@@ -171,14 +234,29 @@ class CommCounter:
     def _wrap(self, op: str, fn):
         @functools.wraps(fn)
         def counted(*args, **kwargs):
+            event = None
             if not self._paused and not self._inside:
                 nbytes, numel, dtype = (0, 0, "") if op == "barrier" else _payload(args, kwargs)
-                self._record(op, nbytes, numel, dtype, "torch.distributed", _group_size(args, kwargs))
+                p2p = {"peer": _peer(op, args, kwargs)} if op in _P2P else {}
+                event = self._record(
+                    _P2P.get(op, op),
+                    nbytes,
+                    numel,
+                    dtype,
+                    "torch.distributed",
+                    _group_size(args, kwargs),
+                    caller=_caller(),
+                    start=self.now(),
+                    **p2p,
+                )
             self._inside += 1
             try:
-                return fn(*args, **kwargs)
+                work = fn(*args, **kwargs)
             finally:
                 self._inside -= 1
+            if event is None or op not in _P2P or work is None:
+                return work
+            return self.on_p2p(event, work) if self.on_p2p is not None else _Waited(work, event, self.now)
 
         counted._lab_utils_counted = True  # type: ignore[attr-defined]
         return counted

@@ -137,3 +137,30 @@ def test_group_size_recorded_and_barriers_only_when_asked():
     quiet, loud = launch(group_sizes_and_barriers, 2)[1]
     assert quiet == [("all_reduce", 12, 1), ("all_reduce", 12, 2)]
     assert loud == [("barrier", 0, 2), ("all_reduce", 12, 1), ("all_reduce", 12, 2)]
+
+
+def point_to_point_counts():
+    """Every way a tensor goes to one peer: blocking, async, and as torch's schedules batch it."""
+    counter, other = CommCounter(), 1 - dist.get_rank()
+    before = (dist.isend, dist.irecv, dist.send, dist.recv)
+    with counter.track():
+        if dist.get_rank() == 0:
+            dist.send(torch.zeros(10), dst=other)  # 40 bytes
+            dist.isend(torch.zeros(5, dtype=torch.float64), dst=other).wait()  # 40 bytes
+            ops = [dist.P2POp(dist.isend, torch.zeros(3), other)]  # 12 bytes
+        else:
+            dist.recv(torch.zeros(10), src=other)
+            dist.irecv(torch.zeros(5, dtype=torch.float64), src=other).wait()
+            ops = [dist.P2POp(dist.irecv, torch.zeros(3), other)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+    restored = (dist.isend, dist.irecv, dist.send, dist.recv) == before
+    timed = all(e.end is not None and e.end >= e.start >= 0 for e in counter.events)
+    return [(e.op, e.nbytes, e.peer) for e in counter.events], timed, restored, __file__ in {e.caller for e in counter.events}
+
+
+def test_point_to_point_messages_are_counted_once_with_their_peer():
+    (sent, *checks0), (received, *checks1) = launch(point_to_point_counts, 2)
+    assert sent == [("send", 40, 1), ("send", 40, 1), ("send", 12, 1)]
+    assert received == [("recv", 40, 0), ("recv", 40, 0), ("recv", 12, 0)]
+    assert checks0 == checks1 == [True, True, True]  # waits stamped, functions restored, caller is this file

@@ -16,7 +16,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``timeline``: ``Recorder`` (hooks on a stage: each forward and backward, and what it saves),
   the measured bubble and where its idle time went (``idle_split``), GPipe's formula;
 - ``live``: the bytes held for backward as a schedule runs (the Recorder's meter), and their peak;
-- ``traffic``: ``P2PCounter`` (every send and receive between stages, its bytes and when it was
+- ``traffic``: ``counter`` (a ``CommCounter`` of every send and receive between stages, its bytes and when it was
   posted and waited on, any loop or schedule) and modelled link times for the pipeline and DDP;
 - ``runs``: the rank-side harness (``measure``, ``measure_interleaved``: they record the step
   functions and stage wrappers the lab's cells define), DDP's bytes for the same model;

@@ -75,7 +75,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     act = FILL_DRAIN_SPEC.batch // m * FILL_DRAIN_SPEC.width * 8
     for s, r in enumerate(runs_):
         msgs = r["messages"]
-        others = sorted({os.path.basename(msg["caller"]) for msg in msgs if not _own(msg["caller"])})
+        others = sorted({os.path.basename(msg.caller) for msg in msgs if not _own(msg.caller)})
         assert not others, (
             f"stage {s}'s messages were sent by {others}, not by your loop: call dist.send / dist.recv "
             "(or isend / irecv) yourself"
@@ -83,14 +83,14 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
         # fill-drain: per micro-batch, activations come from s - 1 and go to s + 1; then gradients back
         fwd = [("recv", s - 1)] * (s > 0) + [("send", s + 1)] * (s < p - 1)
         bwd = [("recv", s + 1)] * (s < p - 1) + [("send", s - 1)] * (s > 0)
-        seen = [(msg["op"], msg["peer"]) for msg in msgs]
+        seen = [(msg.op, msg.peer) for msg in msgs]
         want = fwd * m + bwd * m
         assert sorted(seen[: len(fwd) * m]) == sorted(fwd * m) and sorted(seen) == sorted(want), (
             f"stage {s}'s messages (op, peer) were {seen}; fill-drain expects {want}: "
             "one receive and one send per micro-batch in the forwards, then the same back in the backwards"
         )
-        wrong = [msg for msg in msgs if msg["nbytes"] != act]
-        assert not wrong, f"stage {s} moved {wrong[0]['nbytes']} bytes at once; one micro-batch's activations are {act}"
+        wrong = [msg for msg in msgs if msg.nbytes != act]
+        assert not wrong, f"stage {s} moved {wrong[0].nbytes} bytes at once; one micro-batch's activations are {act}"
     live = ", ".join(fmt_bytes(r["live_peak"][0]) for r in runs_)
     return (
         f"{p} ranks: large-batch gradients (max diff {gap:.0e}), F then B on every stage, "

@@ -82,7 +82,7 @@ def measure(
         for _ in range(warmup if j == 0 else 0):
             stage.zero_grad(set_to_none=True)
             _phase(rank, "step")
-            with traffic.P2PCounter():  # counted only so that a hang here can be named (watch)
+            with traffic.counter().track():  # counted only so that a hang here can be named (watch)
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
         events, live = [], []
@@ -92,7 +92,7 @@ def measure(
             _phase(rank, "step")
             with (
                 timeline.Recorder(stage, rank) as rec,
-                traffic.P2PCounter(rec.start) as sent,
+                traffic.counter(rec.start).track() as sent,
                 CallCounter(stage) as calls,
             ):
                 step_fn(stage, xs, ys)
@@ -102,7 +102,7 @@ def measure(
         out["runs"][m] = {
             "events": events,
             "live_peak": live,  # per repeat: the most bytes held for backward at once (measured live)
-            "messages": [vars(msg) for msg in sent.messages],  # start / end on the events' clock
+            "messages": sent.events,  # CommEvents: start / end on the events' clock
             "grads": stages.flat_grads(stage).cpu(),
             "forward_calls": sum(calls.forward.values()),
             "recomputed": sum(calls.recomputed.values()),
@@ -134,7 +134,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     for rec in recorders:
         rec.__enter__()
     try:
-        with traffic.P2PCounter() as sent:
+        with traffic.counter().track() as sent:
             step()
     finally:
         for rec in recorders:
@@ -149,7 +149,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
                 e["end"] += rec.start - t0
     out = {
         "events": events,
-        "messages": [vars(msg) for msg in sent.messages],
+        "messages": sent.events,
         "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()},
     }
     dist.barrier()

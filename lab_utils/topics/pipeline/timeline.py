@@ -284,6 +284,6 @@ def idle_split(runs_per_stage: Sequence[dict], repeat: int = -1) -> Idle:
     t1 = t0 + span(evs)
     blocked = 0.0
     for r in runs_per_stage:
-        spans = [(max(m["start"], t0), min(m["end"], t1)) for m in r["messages"] if m.get("end") is not None]
+        spans = [(max(m.start, t0), min(m.end, t1)) for m in r["messages"] if m.end is not None]
         blocked += _union([(a, b) for a, b in spans if b > a])
     return Idle(bubble(evs), blocked / (len(evs) * (t1 - t0)))

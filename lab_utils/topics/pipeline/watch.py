@@ -11,7 +11,7 @@
 ``launch``'s timeout can only say which ranks were still running, and in a pipeline usually all of
 them are: the stage that waits for a message nobody sends, and the stages that wait for it in
 turn. Here each rank keeps a small status file: the phase of its step and every send or receive
-of ``traffic.P2PCounter`` (peer, how many so far, whether it completed). On a timeout,
+of ``traffic.counter`` (peer, how many so far, whether it completed). On a timeout,
 ``naming_stages`` reads the files and names the stage blocked in a send or receive that its peer
 will never match, with the op and the micro-batch it was waiting for and what to change.
 
@@ -185,7 +185,7 @@ def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, st
 
 @contextlib.contextmanager
 def naming_stages(stall_s: float | None = None) -> Iterator[str]:
-    """Inside this block, pipeline runs (``runs.measure``, ``traffic.P2PCounter``) write statuses;
+    """Inside this block, pipeline runs (``runs.measure``, ``traffic.counter``) write statuses;
     a hang leaving it becomes a ``StageHang`` naming the stage and the message it waits for.
     With ``stall_s``, a rank whose send or receive waits that long gives up by itself
     (``StageStalled``), so the hang is named after ``stall_s`` of waiting however long the ranks

@@ -49,7 +49,7 @@ def _counted() -> dict:
     rank = dist.get_rank()
     before = (dist.isend, dist.irecv, dist.send, dist.recv)
     t = torch.zeros(10, dtype=torch.float32)
-    with traffic.P2PCounter() as c:
+    with traffic.counter().track() as c:
         if rank == 0:
             dist.send(t, dst=1)  # 40 bytes
             dist.isend(torch.zeros(5, dtype=torch.float64), dst=1).wait()  # 40 bytes
@@ -63,7 +63,9 @@ def _counted() -> dict:
             for w in dist.batch_isend_irecv(ops):
                 w.wait()
     restored = (dist.isend, dist.irecv, dist.send, dist.recv) == before
-    return {"sent": c.bytes_sent, "received": c.bytes_received, "to": c.bytes_to, "restored": restored}
+    sent = sum(e.nbytes for e in c.events if e.op == "send")
+    received = sum(e.nbytes for e in c.events if e.op == "recv")
+    return {"sent": sent, "received": received, "to": traffic.bytes_to(c.events), "restored": restored}
 
 
 def _all() -> dict:

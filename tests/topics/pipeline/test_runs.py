@@ -36,8 +36,8 @@ def test_messages_are_one_micro_batch_each_way(ranks):
     act = SPEC.batch // M * SPEC.width * 8
     for rank, peer in ((0, 1), (1, 0)):
         msgs = ranks[rank]["hand"]["runs"][M]["messages"]
-        assert [m["nbytes"] for m in msgs if m["op"] == "send"] == [act] * M
-        assert {m["peer"] for m in msgs} == {peer}
+        assert [m.nbytes for m in msgs if m.op == "send"] == [act] * M
+        assert {m.peer for m in msgs} == {peer}
 
 
 def test_torch_schedules_match_and_order_as_named(ranks):
@@ -60,8 +60,8 @@ def test_blocking_sends_and_receives_are_stamped_on_the_events_clock(ranks):
     for r in ranks:
         run = r["hand"]["runs"][M]
         msgs, (events,) = run["messages"], run["events"]
-        assert all(m["end"] is not None and 0 <= m["start"] <= m["end"] for m in msgs)
-        assert max(m["end"] for m in msgs) <= max(e["end"] for e in events) + 1.0
+        assert all(m.end is not None and 0 <= m.start <= m.end for m in msgs)
+        assert max(m.end for m in msgs) <= max(e["end"] for e in events) + 1.0
     idle = timeline.idle_split([r["hand"]["runs"][M] for r in ranks])
     assert 0 < idle.blocked <= idle.measured  # stage 1 waits in its first receive: blocked time is idle time
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from lab_utils.comm import CommEvent
 from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, idle_split, order, replay
 from tests.topics.pipeline.schedules import Checkpointed
 
@@ -145,11 +146,11 @@ def test_idle_split_takes_blocked_time_from_the_stamps():
     runs_ = [
         {
             "events": [[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
-            "messages": [{"start": 1.0, "end": 2.5}, {"start": 2.5, "end": None}],
+            "messages": [CommEvent("send", 0, start=1.0, end=2.5), CommEvent("send", 0, start=2.5, end=None)],
         },
         {
             "events": [[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
-            "messages": [{"start": 0.0, "end": 1.0}, {"start": 0.5, "end": 0.8}],
+            "messages": [CommEvent("send", 0, start=0.0, end=1.0), CommEvent("send", 0, start=0.5, end=0.8)],
         },
     ]
     idle = idle_split(runs_)
