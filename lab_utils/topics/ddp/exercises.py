@@ -22,14 +22,14 @@ import torch.nn.functional as F
 
 from lab_utils.checks import fingerprint, grader
 from lab_utils.comm import CommCounter
+from lab_utils.data import micro_batches
+from lab_utils.flat import flat
 from lab_utils.launch import LaunchTimeout, dist_info, launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,
     dataset,
-    flat_params,
     large_batch_reference,
-    micro_batches,
     model,
     param_bytes,
     train,
@@ -101,7 +101,7 @@ def _plausible_mistakes() -> dict[str, torch.Tensor]:
                 opt.zero_grad()
             (scale * F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big])).backward()
             opt.step()
-        out[why] = flat_params(net)
+        out[why] = flat(net, dtype=torch.float64)
     return out
 
 
@@ -152,11 +152,11 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
     ddp = wrap(model(SETUP), bucket_cap_mb=25)
     ddp.register_comm_hook(None, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=SETUP.lr)
-    x, y = dataset(UPDATES * info.world_size * SETUP.micro_batch, SETUP)
+    big = info.world_size * SETUP.micro_batch
+    x, y = dataset(UPDATES * big, SETUP)
     counter = CommCounter()
-    for u in range(UPDATES):
-        mbs = micro_batches(x, y, u, k=1, rank=info.rank, world_size=info.world_size, micro_batch=SETUP.micro_batch)
-        ((xb, yb),) = mbs
+    for xu, yu in zip(x.split(big), y.split(big)):
+        ((xb, yb),) = micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
         opt.zero_grad()
         with counter.track():
             F.mse_loss(ddp(xb), yb).backward()
@@ -166,7 +166,7 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
         "events": [(e.op, e.dtype, e.nbytes) for e in counter.events],
         "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
         "param_bytes": sum(param_bytes(ddp.module)),
-        "params": flat_params(ddp.module),
+        "params": flat(ddp.module, dtype=torch.float64),
         "fingerprint": fingerprint(ddp.module),
     }
     del ddp, opt

@@ -29,6 +29,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import data, models
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
+from lab_utils.data import micro_batches
+from lab_utils.flat import flat
 from lab_utils.launch import dist_info
 from lab_utils.timing import Timer
 
@@ -38,9 +40,7 @@ __all__ = [
     "UpdateFn",
     "model",
     "dataset",
-    "micro_batches",
     "param_bytes",
-    "flat_params",
     "wrap",
     "train",
     "large_batch_reference",
@@ -79,26 +79,9 @@ def dataset(n_samples: int, setup: Setup = DEFAULT) -> tuple[torch.Tensor, torch
     return data.regression(n=n_samples, dim=setup.dim, seed=setup.seed + 1)
 
 
-def micro_batches(
-    x: torch.Tensor, y: torch.Tensor, update: int, *, k: int, rank: int, world_size: int, micro_batch: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The K micro-batches of ``rank`` for ``update``. Update ``u`` of all ranks together covers
-    samples ``u*K*W*mb`` to ``(u+1)*K*W*mb``: the large batch of the reference run."""
-    out = []
-    for i in range(k):
-        start = ((update * k + i) * world_size + rank) * micro_batch
-        out.append((x[start : start + micro_batch], y[start : start + micro_batch]))
-    return out
-
-
 def param_bytes(module: nn.Module) -> list[int]:
     """Bytes of each parameter, in registration order (the order ``parameters()`` gives)."""
     return [p.numel() * p.element_size() for p in module.parameters()]
-
-
-def flat_params(module: nn.Module) -> torch.Tensor:
-    """All parameters in one flat float64 CPU tensor."""
-    return torch.cat([p.detach().double().flatten().cpu() for p in module.parameters()])
 
 
 def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any) -> DDP:
@@ -131,10 +114,11 @@ def train(
     ddp = wrap(model(setup), bucket_cap_mb)
     counter = CommCounter().attach(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
-    x, y = dataset(updates * k * info.world_size * setup.micro_batch, setup)
+    big = k * info.world_size * setup.micro_batch  # one update of all ranks: the reference's batch
+    x, y = dataset(updates * big, setup)
     seconds = []
-    for u in range(updates):
-        mbs = micro_batches(x, y, u, k=k, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
+    for xu, yu in zip(x.split(big), y.split(big)):
+        mbs = micro_batches(xu, yu, k=k, rank=info.rank, world_size=info.world_size)
         mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
         with Timer() as t:
             update(ddp, opt, mbs)
@@ -153,7 +137,7 @@ def train(
         "fingerprint": fingerprint(ddp.module),
     }
     if return_params:
-        out["params"] = flat_params(ddp.module)
+        out["params"] = flat(ddp.module, dtype=torch.float64)
     del ddp, opt, counter
     return out
 
@@ -169,4 +153,4 @@ def large_batch_reference(k: int = 4, world_size: int = 2, *, updates: int = 2, 
         opt.zero_grad()
         F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big]).backward()
         opt.step()
-    return flat_params(net)
+    return flat(net, dtype=torch.float64)

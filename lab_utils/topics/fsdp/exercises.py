@@ -24,6 +24,7 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
+from lab_utils import data
 from lab_utils.checks import grader
 from lab_utils.comm import CommCounter
 from lab_utils.launch import launch
@@ -98,7 +99,7 @@ def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[i
     opt = RecordingOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), model)
     x, y = _data(world)
     windows = [
-        workload.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
+        data.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
         for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES))
     ]
     counter = CommCounter()

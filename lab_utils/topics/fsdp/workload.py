@@ -1,10 +1,12 @@
-"""The model, data and large-batch reference every run of lab 7 shares.
+"""The model, data and large-batch reference every run of lab 7 shares (its micro-batches are
+``data.micro_batches``, the one sharding rule of every lab).
 
+    from lab_utils import data
     from lab_utils.topics.fsdp import workload
     model = workload.model(width=128, depth=4)              # float64 blocks, dims divisible by 4
     x, y = workload.dataset(n=64, width=128)
-    mine = workload.micro_batches(x, y, k=4, rank=0, world_size=2)   # this rank's K micro-batches
-    ref = workload.large_batch_reference(x, y, width=128, depth=4, lr=1e-3)   # one process
+    mine = data.micro_batches(x, y, k=4, rank=0, world_size=2)       # this rank's K micro-batches
+    ref = workload.large_batch_reference([(x, y)], width=128, depth=4, lr=1e-3)   # one process
     fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16)    # one micro-step, measured
 
 Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
@@ -22,8 +24,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import models
+from lab_utils.flat import flat
 
-__all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params", "compute_seconds"]
+__all__ = ["model", "dataset", "large_batch_reference", "compute_seconds"]
 
 
 def model(width: int = 128, depth: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
@@ -40,18 +43,6 @@ def dataset(
     return x, torch.randn(n, width, generator=g, dtype=dtype)
 
 
-def micro_batches(
-    x: torch.Tensor, y: torch.Tensor, *, k: int, rank: int, world_size: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """This rank's ``k`` micro-batches of one update: the batch is cut into ``world_size * k``
-    equal pieces and rank ``r`` takes pieces ``r*k .. r*k + k - 1``."""
-    pieces = world_size * k
-    if len(x) % pieces:
-        raise ValueError(f"a batch of {len(x)} samples does not cut into world_size * k = {pieces} equal micro-batches")
-    xs, ys = x.chunk(pieces), y.chunk(pieces)
-    return [(xs[i], ys[i]) for i in range(rank * k, rank * k + k)]
-
-
 def large_batch_reference(
     batches: list[tuple[torch.Tensor, torch.Tensor]], *, width: int, depth: int, lr: float
 ) -> torch.Tensor:
@@ -62,13 +53,7 @@ def large_batch_reference(
         opt.zero_grad()
         F.mse_loss(net(x), y).backward()
         opt.step()
-    return flat_params(net)
-
-
-def flat_params(net: nn.Module) -> torch.Tensor:
-    """All parameters in one flat float64 vector; sharded ones (DTensors) gathered first."""
-    full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in net.parameters()]
-    return torch.cat([p.detach().double().reshape(-1) for p in full])
+    return flat(net, dtype=torch.float64)
 
 
 def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> tuple[float, float]:

@@ -19,6 +19,7 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
 from lab_utils.checks import grader
+from lab_utils.flat import flat
 from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.guards import reset_accelerate_state
 from lab_utils.topics.hf.trainer import TrainerMeter
@@ -239,7 +240,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
     ref = _tiny_lm()
     x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
     torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
-    want = torch.cat([p.grad.flatten() for p in ref.parameters()])
+    want = flat(ref, grads=True)
 
     model = accelerator.prepare(_tiny_lm())
     mine = data[rank]
@@ -249,7 +250,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
             logits = model(inputs.to(accelerator.device))
             token_loss_sum = torch.nn.functional.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
             accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
-    got = torch.cat([p.grad.flatten().cpu() for p in model.parameters()])
+    got = flat(model, grads=True)
     reset_accelerate_state()
     return {
         "ratio": float(got.norm() / want.norm()),

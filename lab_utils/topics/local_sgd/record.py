@@ -33,6 +33,7 @@ from torch import nn
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
+from lab_utils.flat import flat, mean_over_ranks
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["Recorder", "run", "gather"]
@@ -73,13 +74,9 @@ class Recorder:
         self._t = time.perf_counter()
 
 
-def _flat(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-
 def _drift(model: nn.Module) -> float:
     """Largest distance (L2, over the ranks) of a rank's parameters from the ranks' mean."""
-    mine = _flat(model)
+    mine = flat(model, device=None)
     mean = mine.clone()
     dist.all_reduce(mean)
     mean /= dist.get_world_size()
@@ -92,10 +89,7 @@ def _eval_of_mean(model: nn.Module, x_eval: torch.Tensor, y_eval: torch.Tensor) 
     """Held-out loss of the mean of the ranks' models (what averaging now would give)."""
     with torch.no_grad():
         saved = [p.detach().clone() for p in model.parameters()]
-        flat = _flat(model)
-        dist.all_reduce(flat)
-        flat /= dist.get_world_size()
-        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+        mean_over_ranks(model.parameters())
         loss = F.cross_entropy(model(x_eval), y_eval).item()
         for p, v in zip(model.parameters(), saved):
             p.copy_(v)
@@ -153,7 +147,7 @@ def run(
         "synced_steps": sorted({e["step"] for e in events}),
         "step_s": log.step_s,
         "opt_state": fingerprint(state) if state else "",
-        "params": _flat(model).clone(),
+        "params": flat(model),
         "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
         "n_param_tensors": len(list(model.parameters())),
     }

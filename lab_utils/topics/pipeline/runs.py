@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lab_utils.comm import CommCounter
+from lab_utils.flat import flat
 from lab_utils.launch import dist_info
 from lab_utils.recompute import CallCounter
 from lab_utils.topics.pipeline import stages, timeline, traffic, watch
@@ -103,7 +104,7 @@ def measure(
             "events": events,
             "live_peak": live,  # per repeat: the most bytes held for backward at once (measured live)
             "messages": [vars(msg) for msg in sent.messages],  # start / end on the events' clock
-            "grads": stages.flat_grads(stage).cpu(),
+            "grads": flat(stage, grads=True),
             "forward_calls": sum(calls.forward.values()),
             "recomputed": sum(calls.recomputed.values()),
         }
@@ -150,7 +151,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     out = {
         "events": events,
         "messages": [vars(msg) for msg in sent.messages],
-        "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()},
+        "grads": {idx: flat(part, grads=True) for idx, part in mine.items()},
     }
     dist.barrier()
     return out
