@@ -16,7 +16,7 @@ pipeline with m micro-batches divides each micro-batch's mean loss by m (as accu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -50,9 +50,6 @@ class Spec:
     seed: int = 0
     dtype: torch.dtype = torch.float32
     hidden: tuple[int, ...] = ()  # per-block hidden sizes (an uneven model); empty: `depth` equal blocks
-
-    def with_(self, **changes) -> Spec:
-        return replace(self, **changes)
 
 
 def model(spec: Spec) -> nn.Sequential:
