@@ -28,6 +28,7 @@ from lab_utils.launch import LaunchTimeout, dist_info, launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,
+    UpdateRun,
     dataset,
     large_batch_reference,
     model,
@@ -49,11 +50,11 @@ HANG_TIMEOUT = 20.0
 """Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
 
 
-def _ranks(results: list[dict[str, Any]]) -> str:
-    return "identical" if len({r["fingerprint"] for r in results}) == 1 else "DIFFERENT"
+def _ranks(results: list[UpdateRun]) -> str:
+    return "identical" if len({r.fingerprint for r in results}) == 1 else "DIFFERENT"
 
 
-def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
+def _train_stream(accumulate: Callable[..., None]) -> UpdateRun:
     """The student's loop gets all of this rank's micro-batches at once (K x UPDATES of them)."""
     return train(lambda d, o, m: accumulate(d, o, m, K), K * UPDATES, updates=1, setup=SETUP)
 
@@ -65,16 +66,16 @@ def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
 )
 def check_accumulate(accumulate: Callable[..., None]) -> str:
     got = launch(_train_stream, WORLD, args=(accumulate,), timeout=120)
-    (count,) = got[0]["collectives_per_update"]
+    (count,) = got[0].collectives_per_update
     assert count == UPDATES, (
         f"{K * UPDATES} micro-steps with k={K} and one gradient bucket: measured {count} all-reduces, "
         f"expected {UPDATES} (one per optimizer step)"
     )
     ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
-    gap = (got[0]["params"] - ref).abs().max().item()
+    gap = (got[0].params - ref).abs().max().item()
     if gap >= 1e-5:
         mistake = next((why for why, wrong in _plausible_mistakes().items()
-                        if (got[0]["params"] - wrong).abs().max().item() < 1e-5), "")  # fmt: skip
+                        if (got[0].params - wrong).abs().max().item() < 1e-5), "")  # fmt: skip
         raise AssertionError(
             f"after {UPDATES} optimizer steps the parameters are {gap:.1e} away from {UPDATES} large batches" + mistake
         )

@@ -8,7 +8,7 @@ with a counting comm hook attached from outside.
     def no_sync_update(ddp, optimizer, micro_batches): ...   # a notebook cell: one update
 
     res = launch(workload.train, 2, args=(no_sync_update,), kwargs={"k": 4})
-    res[0]["collectives_per_update"]                  # [1, 1]: one bucket, one sync per update
+    res[0].collectives_per_update                     # [1, 1]: one bucket, one sync per update
     ref = workload.large_batch_reference(k=4, world_size=2)   # one process, batch 2 x 4 x 16
 
 The sample order is fixed so that update ``u`` of a DDP run on W ranks with K micro-batches sees
@@ -43,6 +43,7 @@ __all__ = [
     "param_bytes",
     "wrap",
     "train",
+    "UpdateRun",
     "large_batch_reference",
 ]
 
@@ -93,6 +94,24 @@ def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any)
     return DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb, **ddp_kwargs)
 
 
+@dataclass(frozen=True)
+class UpdateRun:
+    """What ``train`` measured on one rank: per update the all-reduces and bytes the comm hook
+    counted and the seconds, the bucket sizes of the last update, the parameters' bytes, the final
+    parameters' fingerprint and (``return_params``) the parameters, flat float64 on the CPU."""
+
+    k: int
+    world_size: int
+    backend: str
+    collectives_per_update: list[int]
+    bytes_per_update: list[int]
+    bucket_bytes_last_update: list[int]
+    param_bytes: int
+    seconds_per_update: list[float]
+    fingerprint: str
+    params: torch.Tensor | None = None
+
+
 def train(
     update: UpdateFn,
     k: int = 4,
@@ -101,11 +120,9 @@ def train(
     bucket_cap_mb: float | None = 25,
     setup: Setup = DEFAULT,
     return_params: bool = True,
-) -> dict[str, Any]:
+) -> UpdateRun:
     """On this rank: ``updates`` calls of ``update(ddp, optimizer, micro_batches)`` with K
-    micro-batches each, DDP's all-reduces counted by a comm hook. Returns plain data: collectives
-    and bytes per update, the bucket sizes of the last update, seconds per update, the final
-    parameters' fingerprint and (``return_params``) the parameters as a flat CPU tensor."""
+    micro-batches each, DDP's all-reduces counted by a comm hook, measured from outside."""
     if not callable(update):
         raise TypeError(f"update must be a function (ddp, optimizer, micro_batches) -> None, got {update!r}")
     if k < 1 or updates < 1:
@@ -125,19 +142,18 @@ def train(
         seconds.append(t.seconds)
         counter.mark_step()
     per_step = counter.summary()["per_step"]
-    out = {
-        "k": k,
-        "world_size": info.world_size,
-        "backend": info.backend,
-        "collectives_per_update": [p["collectives"] for p in per_step],
-        "bytes_per_update": [p["bytes"] for p in per_step],
-        "bucket_bytes_last_update": [e.nbytes for e in counter.events if e.step == updates - 1],
-        "param_bytes": sum(param_bytes(ddp.module)),
-        "seconds_per_update": seconds,
-        "fingerprint": fingerprint(ddp.module),
-    }
-    if return_params:
-        out["params"] = flat(ddp.module, dtype=torch.float64)
+    out = UpdateRun(
+        k=k,
+        world_size=info.world_size,
+        backend=info.backend,
+        collectives_per_update=[p["collectives"] for p in per_step],
+        bytes_per_update=[p["bytes"] for p in per_step],
+        bucket_bytes_last_update=[e.nbytes for e in counter.events if e.step == updates - 1],
+        param_bytes=sum(param_bytes(ddp.module)),
+        seconds_per_update=seconds,
+        fingerprint=fingerprint(ddp.module),
+        params=flat(ddp.module, dtype=torch.float64) if return_params else None,
+    )
     del ddp, opt, counter
     return out
 
