@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from lab_utils.env import dist_info
+
 __all__ = ["flat", "mean_over_ranks"]
 
 
@@ -68,7 +70,7 @@ def mean_over_ranks(tensors: Iterable[torch.Tensor]) -> None:
     tensors = list(tensors)
     buf = flat(tensors, device=None)
     dist.all_reduce(buf)
-    buf /= dist.get_world_size()
+    buf /= dist_info().world_size
     with torch.no_grad():
         offset = 0
         for t in tensors:

@@ -17,14 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils.checks import fingerprint, grader
 from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.launch import LaunchTimeout, dist_info, launch
+from lab_utils.launch import LaunchTimeout, launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,
@@ -107,7 +107,7 @@ def _plausible_mistakes() -> dict[str, torch.Tensor]:
 
 
 def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
-    out = mean_loss(1.0 + 2.5 * dist.get_rank())
+    out = mean_loss(1.0 + 2.5 * dist_info().rank)
     return out.item() if isinstance(out, torch.Tensor) and out.numel() == 1 else out  # a tensor is fine too
 
 

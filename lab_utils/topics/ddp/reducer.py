@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.launch import dist_info
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
 __all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]

@@ -30,8 +30,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.launch import dist_info
 from lab_utils.topics.ddp.reducer import quiet_profile
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, wrap
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils.data import micro_batches
-from lab_utils.launch import dist_info
+from lab_utils.env import dist_info
 from lab_utils.overlap import Bucket, MicroStep, lockstep_update, naive_update, no_sync_update
 from lab_utils.simnet import Link
 from lab_utils.timing import Timer

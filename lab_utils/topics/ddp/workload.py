@@ -30,8 +30,8 @@ from lab_utils import data, models
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.launch import dist_info
 from lab_utils.timing import Timer
 
 __all__ = [

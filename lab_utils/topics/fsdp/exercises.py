@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
@@ -27,6 +26,7 @@ from torch.distributed.fsdp import fully_shard
 from lab_utils import data
 from lab_utils.checks import grader
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.launch import launch
 from lab_utils.topics.fsdp import holdings, traffic, workload
 
@@ -63,7 +63,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
-    shape = tuple(mesh_shape or (dist.get_world_size(),))
+    shape = tuple(mesh_shape or (dist_info().world_size,))
     names = ("replicate", "shard") if len(shape) == 2 else None
     mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for child in net.children():
@@ -94,7 +94,8 @@ def _reference_grads(world: int) -> list[list[torch.Tensor]]:
 def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[int] | None = None) -> dict[str, Any]:
     """The student's loop on this rank's micro-batches: all K x UPDATES of them in one call
     (``per_update=False``, with k), or one call per update with its K micro-batches."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     model = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
     opt = RecordingOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), model)
     x, y = _data(world)

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
 
 __all__ = ["paper_step"]
@@ -30,7 +31,8 @@ def paper_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float)
     reduce-scatter of the flat gradient (the mean over ranks of this rank's slice), AdamW on the
     slice, all-gather of the updated slices into every rank's parameters. Needs the number of
     parameter elements to divide by the world size."""
-    world, rank = dist.get_world_size(), dist.get_rank()
+    me = dist_info()
+    world, rank = me.world_size, me.rank
     params = [p for p in model.parameters() if p.requires_grad]
     n = sum(p.numel() for p in params)
     if n % world:

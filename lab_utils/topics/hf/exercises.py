@@ -19,6 +19,7 @@ from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
 from lab_utils.checks import grader
+from lab_utils.env import dist_info
 from lab_utils.flat import flat
 from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.guards import reset_accelerate_state
@@ -230,11 +231,11 @@ def _token_data(seed: int = 1) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
     """One rank of exercise 3's check: a window of 3 micro-batches through ``accumulate`` with the
     student's loss, then this rank's gradient against one big batch over every rank's tokens."""
-    import torch.distributed as dist
     from accelerate import Accelerator
 
     reset_accelerate_state()
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     accelerator = Accelerator(gradient_accumulation_steps=len(_TOKENS[0]), cpu=torch.cuda.device_count() < world)
     data = _token_data()
     ref = _tiny_lm()

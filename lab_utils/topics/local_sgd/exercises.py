@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.flat import mean_over_ranks
 from lab_utils.launch import launch
 from lab_utils.topics.local_sgd import task
@@ -87,7 +87,8 @@ def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
 
 
 def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dict]:
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     x, y, _, _ = task.make_data(world, per_rank=256)
     out = {}
     for who, train in (("yours", fn), ("reference", _local_sgd_flat)):

@@ -35,6 +35,7 @@ from torch import nn
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.flat import flat, mean_over_ranks
 from lab_utils.topics.local_sgd import task
 
@@ -108,7 +109,7 @@ def _drift(model: nn.Module) -> float:
     mine = flat(model, device=None)
     mean = mine.clone()
     dist.all_reduce(mean)
-    mean /= dist.get_world_size()
+    mean /= dist_info().world_size
     d = torch.tensor([(mine - mean).norm().item()])
     dist.all_reduce(d, op=dist.ReduceOp.MAX)
     return d.item()
@@ -145,7 +146,8 @@ def run(
         )
     if steps < 1:
         raise ValueError(f"steps={steps}: need at least one step")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     x, y, x_eval, y_eval = task.make_data(world, seed=seed)
     model = task.make_model(seed=seed)
     opt = task.make_optimizer(optimizer, model.parameters(), lr)
