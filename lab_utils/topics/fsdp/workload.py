@@ -7,7 +7,7 @@
     x, y = workload.dataset(n=64, width=128)
     mine = data.micro_batches(x, y, k=4, rank=0, world_size=2)       # this rank's K micro-batches
     ref = workload.large_batch_reference([(x, y)], width=128, depth=4, lr=1e-3)   # one process
-    fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16)    # one micro-step, measured
+    fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16, world_size=2)   # one micro-step
 
 Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
 uses ``world_size * k`` micro-batches of equal size, each sample on one rank only, so the
@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import models
+from lab_utils.env import threads_per_rank
 from lab_utils.flat import flat
 
 __all__ = ["model", "dataset", "large_batch_reference", "compute_seconds"]
@@ -56,18 +57,18 @@ def large_batch_reference(
     return flat(net, dtype=torch.float64)
 
 
-def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> tuple[float, float]:
+def compute_seconds(*, width: int, depth: int, batch: int, world_size: int, repeat: int = 5) -> tuple[float, float]:
     """Measured seconds of one forward and of its backward through the whole (unsharded) model on
-    a micro-batch of ``batch`` samples in this process, on one thread: the fastest of ``repeat``
-    runs after a warm-up (what the work costs when nothing else on the machine interrupts it), the compute
-    that a simulated link's collectives can hide behind."""
+    a micro-batch of ``batch`` samples in this process, on the threads each rank of a
+    ``world_size`` launch gets: the fastest of ``repeat`` runs after a warm-up (what the work costs
+    when nothing else on the machine interrupts it), the compute a simulated link can hide behind."""
     if repeat < 1:
         raise ValueError(f"repeat={repeat}: need at least one timed run")
     net = model(width, depth)
     x, y = dataset(batch, width)
     forward, backward = [], []
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each rank of a launch on a small CPU computes (one thread)
+    torch.set_num_threads(threads_per_rank(world_size))  # as each rank of the launch computes
     try:
         for i in range(repeat + 1):  # the first run warms up
             t0 = time.perf_counter()

@@ -23,9 +23,9 @@ def test_reference_is_adamw_on_the_whole_batch():
 
 def test_compute_seconds_are_measured_and_grow_with_the_batch():
     threads = torch.get_num_threads()
-    small = workload.compute_seconds(width=64, depth=2, batch=8, repeat=2)
-    big = workload.compute_seconds(width=64, depth=2, batch=1024, repeat=2)
+    small = workload.compute_seconds(width=64, depth=2, batch=8, world_size=2, repeat=2)
+    big = workload.compute_seconds(width=64, depth=2, batch=1024, world_size=2, repeat=2)
     assert all(s > 0 for s in small) and big[0] > small[0] and big[1] > small[1]
     assert torch.get_num_threads() == threads  # one thread while measuring, restored after
     with pytest.raises(ValueError, match="repeat=0"):
-        workload.compute_seconds(width=4, depth=1, batch=2, repeat=0)
+        workload.compute_seconds(width=4, depth=1, batch=2, world_size=2, repeat=0)
