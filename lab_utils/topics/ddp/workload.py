@@ -29,7 +29,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import data, models
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
-from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
 from lab_utils.timing import Timer
@@ -135,7 +134,7 @@ def train(
     x, y = dataset(updates * big, setup)
     seconds = []
     for xu, yu in zip(x.split(big), y.split(big)):
-        mbs = micro_batches(xu, yu, k=k, rank=info.rank, world_size=info.world_size)
+        mbs = data.micro_batches(xu, yu, k=k, rank=info.rank, world_size=info.world_size)
         mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
         with Timer() as t:
             update(ddp, opt, mbs)
