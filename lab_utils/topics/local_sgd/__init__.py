@@ -22,7 +22,7 @@ Modules:
 from lab_utils.topics.local_sgd import cost, diloco, exercises, figures, record, study, task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 from lab_utils.topics.local_sgd.cost import compute_per_step, simulated_seconds
-from lab_utils.topics.local_sgd.record import gather, run
+from lab_utils.topics.local_sgd.record import Run, gather, run
 
 __all__ = [
     "cost",
@@ -34,6 +34,7 @@ __all__ = [
     "task",
     "run",
     "gather",
+    "Run",
     "run_accelerate",
     "compute_per_step",
     "simulated_seconds",
