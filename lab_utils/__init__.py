@@ -12,7 +12,8 @@ Accelerate loop metered from outside), ``simnet`` (link model),
 ``overlap`` (communication hidden behind the backward), ``memory`` (saved activations, peaks),
 ``stepmem`` (a step's memory predicted part by part; Llama-style decoders: ``stepmem_llama``),
 ``plan`` (``python -m lab_utils.plan``: the per-strategy plan for a model you bring),
-``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data``, ``env`` (size,
+``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data`` (with the one
+micro-batching rule), ``flat`` (many tensors as one vector), ``env`` (size,
 device, rank, versions), ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs
 from one source), ``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one
 package per lab holding its topic code, its figures and its exercise graders

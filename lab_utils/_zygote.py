@@ -9,14 +9,18 @@ started from scratch does. Set ``LAB_UTILS_WARM_START=0`` to start every rank fr
     python lab_utils/_zygote.py PARENT_PID      # started by launch(), not by hand
 
 Protocol (one JSON line each way): a request ``{"workdir", "rank", "backend", "threads",
-"timeout", "env", "path", "cwd"}`` is answered with the child's pid. When a child ends, the
+"timeout", "env", "path", "cwd", "preload"}`` is answered with the child's pid; this process first
+imports the ``preload`` modules (heavy libraries the caller has imported, so its ranks will too),
+once, so that no forked rank pays for them. When a child ends, the
 exit code (negative: the signal) is written to ``<workdir>/rank<r>.exit``. Lifetimes chain:
 this process dies with its parent and every child dies with this process (PR_SET_PDEATHSIG),
 and each child leads its own process group, so ``launch`` can kill a rank with what it started.
-Safe to fork: no thread has started and CUDA is not initialised here (only imports ran).
+Safe to fork: no thread has started and CUDA is not initialised here (only imports ran; torch,
+torch._dynamo, transformers and accelerate start no thread on import, checked on torch 2.13).
 """
 
 import ctypes
+import importlib
 import json
 import os
 import signal
@@ -42,6 +46,7 @@ def serve(parent_pid: int) -> None:
         sys.path.pop(0)  # as in _rank.py: lab_utils' modules must not shadow top-level ones
     import cloudpickle  # noqa: F401 - imported before forking, so no rank pays for it
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401 - DDP's constructor and an optimizer's first step import it (2-4 s)
     import torch.distributed  # noqa: F401
 
     from lab_utils._worker import run_rank
@@ -72,6 +77,8 @@ def serve(parent_pid: int) -> None:
     out.flush()
     for line in sys.stdin:
         req = json.loads(line)
+        for name in req.get("preload", ()):
+            importlib.import_module(name)  # before the fork: a no-op once imported
         # Hold SIGCHLD until the child is registered: a rank that ends at once must be reaped
         # with its workdir known.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})

@@ -5,13 +5,14 @@ x, y = data.regression(n=256, dim=16, seed=0)                 # linear target + 
 x, y = data.classification(n=512, dim=16, n_classes=2)       # Gaussian blobs, learnable
 ids, mask, labels = data.token_classification(n=256)         # padded token sequences
 batch = data.lm_batch(n=8, min_len=4, max_len=32)             # variable-length LM batch
+mine = data.micro_batches(x, y, k=4, rank=1, world_size=2)     # rank 1's 4 micro-batches of (x, y)
 """
 
 from __future__ import annotations
 
 import torch
 
-__all__ = ["regression", "classification", "token_classification", "lm_batch", "batches"]
+__all__ = ["regression", "classification", "token_classification", "lm_batch", "batches", "micro_batches"]
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -89,3 +90,24 @@ def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed
         if drop_last and len(idx) < batch_size:
             return
         yield tuple(t[idx] for t in tensors)
+
+
+def micro_batches(
+    x: torch.Tensor, y: torch.Tensor, *, k: int, rank: int = 0, world_size: int = 1
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """This rank's ``k`` micro-batches of one update whose whole batch (over every rank) is ``(x, y)``.
+
+    The one sharding rule of every lab: the batch is cut, in order, into ``world_size * k`` equal
+    micro-batches, dealt round robin: micro-batch ``j`` goes to rank ``j % world_size`` as its
+    micro-step ``j // world_size`` (Accelerate's default sharding of a data loader's batches). So
+    micro-step ``i`` of all ranks together is one contiguous slice of the batch, and one process
+    (``world_size=1``) gets the batch cut into ``k`` in order, as a pipeline cuts it."""
+    if k < 1 or world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"k={k}, rank={rank}, world_size={world_size}: need k >= 1 and 0 <= rank < world_size")
+    if len(x) != len(y):
+        raise ValueError(f"x has {len(x)} samples but y has {len(y)}: pass aligned inputs and targets")
+    pieces = world_size * k
+    if len(x) % pieces:
+        raise ValueError(f"a batch of {len(x)} samples does not cut into world_size * k = {pieces} equal micro-batches")
+    xs, ys = x.chunk(pieces), y.chunk(pieces)
+    return [(xs[i * world_size + rank], ys[i * world_size + rank]) for i in range(k)]

@@ -15,35 +15,37 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lab_utils.checks import fingerprint
 from lab_utils.data import regression
+from lab_utils.env import dist_info
 
 __all__ = ["allreduce_demo", "whoami", "ddp_regression"]
 
 
 def allreduce_demo(n: int = 4) -> dict:
     """Each rank contributes ``rank + 1`` in ``n`` elements; everyone gets the sum."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    t = torch.full((n,), float(rank + 1), device=dev)
+    me = dist_info()
+    rank, world = me.rank, me.world_size
+    t = torch.full((n,), float(rank + 1), device=me.device)
     dist.all_reduce(t)
     return {
         "rank": rank,
         "world_size": world,
         "sum": t[0].item(),
         "expected": world * (world + 1) / 2,
-        "backend": dist.get_backend(),
+        "backend": me.backend,
     }
 
 
 def whoami() -> dict:
     """Rank, local rank, host and process id (to see where each rank ran)."""
+    me = dist_info()
     info = {
-        "rank": dist.get_rank(),
-        "world_size": dist.get_world_size(),
-        "local_rank": int(os.environ.get("LOCAL_RANK", dist.get_rank())),
+        "rank": me.rank,
+        "world_size": me.world_size,
+        "local_rank": me.local_rank,
         "host": socket.gethostname(),
         "pid": os.getpid(),
     }
-    out: list = [None] * dist.get_world_size()
+    out: list = [None] * me.world_size
     dist.all_gather_object(out, info)
     return {"ranks": out}
 
@@ -51,7 +53,8 @@ def whoami() -> dict:
 def ddp_regression(steps: int = 5, batch: int = 16, dim: int = 8, seed: int = 0) -> dict:
     """A few DDP steps on a linear regression; returns the final loss and a parameter fingerprint
     (equal on every rank after DDP's gradient all-reduce)."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     torch.manual_seed(seed)
     model = torch.nn.Linear(dim, 1)
     ddp = DDP(model)

@@ -35,7 +35,7 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from lab_utils.env import threads_per_rank
+from lab_utils.env import dist_info, threads_per_rank
 from lab_utils.launch import resolve_backend
 
 __all__ = ["load_function", "save_function", "main"]
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     dist.init_process_group(backend, timeout=datetime.timedelta(seconds=a.timeout))
     try:
         result = fn(**kwargs)
-        if dist.get_rank() == 0:
+        if dist_info().rank == 0:
             text = json.dumps(result, default=str)
             print(text, flush=True)
             if a.out:

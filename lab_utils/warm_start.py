@@ -41,6 +41,9 @@ _lock = threading.Lock()
 _zygote: subprocess.Popen | None = None
 _owner = 0  # the pid that started it (a forked copy of the caller must not share its pipes)
 _stamp = 0.0
+# Imported by the warm process before it forks, if the caller has imported them: its ranks will
+# most likely import them too, at 2-3 s of CPU each on a 2-core laptop.
+PRELOAD = ("transformers", "accelerate")
 
 
 def enabled() -> bool:
@@ -86,7 +89,11 @@ def fork_ranks(requests: list[dict]) -> list[ForkedRank]:
     """Ask the warm process for the ranks of one launch (each request: workdir, rank, backend,
     threads, timeout, env). All are forked by the same warm process, which is restarted only
     between launches. Raises OSError when it cannot (the caller then starts fresh interpreters)."""
-    common = {"path": [p or os.getcwd() for p in sys.path], "cwd": os.getcwd()}
+    common = {
+        "path": [p or os.getcwd() for p in sys.path],
+        "cwd": os.getcwd(),
+        "preload": [m for m in PRELOAD if m in sys.modules],
+    }
     with _lock:
         zygote = _ensure()
         pids = []

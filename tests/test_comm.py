@@ -156,7 +156,12 @@ def point_to_point_counts():
             work.wait()
     restored = (dist.isend, dist.irecv, dist.send, dist.recv) == before
     timed = all(e.end is not None and e.end >= e.start >= 0 for e in counter.events)
-    return [(e.op, e.nbytes, e.peer) for e in counter.events], timed, restored, __file__ in {e.caller for e in counter.events}
+    return (
+        [(e.op, e.nbytes, e.peer) for e in counter.events],
+        timed,
+        restored,
+        __file__ in {e.caller for e in counter.events},
+    )
 
 
 def test_point_to_point_messages_are_counted_once_with_their_peer():

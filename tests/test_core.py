@@ -89,6 +89,22 @@ def test_batches_cover_the_data_once():
     assert [len(b[0]) for b in data.batches(x, batch_size=4, drop_last=True)] == [4, 4]
 
 
+def test_micro_batches_deal_the_batch_round_robin():
+    x = torch.arange(24)[:, None]
+    mine = {r: data.micro_batches(x, -x, k=3, rank=r, world_size=2) for r in range(2)}
+    # micro-batch j of the 6 (4 samples each) goes to rank j % 2 as its micro-step j // 2
+    assert [xb[0, 0].item() for xb, _ in mine[0]] == [0, 8, 16]
+    assert [xb[0, 0].item() for xb, _ in mine[1]] == [4, 12, 20]
+    assert all(torch.equal(yb, -xb) for r in mine for xb, yb in mine[r])
+    step_1 = torch.cat([mine[r][1][0] for r in range(2)])  # one micro-step of all ranks: contiguous
+    assert step_1.flatten().tolist() == list(range(8, 16))
+    assert torch.equal(torch.cat([xb for xb, _ in data.micro_batches(x, x, k=4)]), x)  # one process: in order
+    with pytest.raises(ValueError, match="world_size \\* k = 5"):
+        data.micro_batches(x, x, k=5)
+    with pytest.raises(ValueError, match="rank=2"):
+        data.micro_batches(x, x, k=3, rank=2, world_size=2)
+
+
 def test_cmp_and_check(capsys):
     a = torch.ones(3)
     assert checks.cmp("same", a, a.clone()) == "exact"

@@ -249,6 +249,18 @@ def test_warm_start_forks_ranks_from_one_process_and_reuses_it():
         assert b"lab_utils/_zygote.py" in f.read()
 
 
+def loaded(names: tuple[str, ...]) -> list[bool]:
+    return [name in sys.modules for name in names]
+
+
+def test_warm_ranks_start_with_the_heavy_imports_done():
+    """DDP's constructor and an optimizer's first step import torch._dynamo (2-4 s of CPU per rank
+    on two cores); the warm process imports it, and what the caller has of transformers, once."""
+    import transformers  # noqa: F401 - the caller has it, so its ranks get it
+
+    assert launch(loaded, 2, args=(("torch._dynamo", "transformers"),)) == [[True, True]] * 2
+
+
 def test_warm_start_off_starts_fresh_interpreters(monkeypatch):
     monkeypatch.setenv("LAB_UTILS_WARM_START", "0")
     assert launch(parent_pid, 2) == [os.getpid()] * 2  # each rank is a child of the caller

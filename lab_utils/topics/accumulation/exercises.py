@@ -22,6 +22,7 @@ from torch import nn
 
 from lab_utils import data, models
 from lab_utils.checks import grader, param_max_diff
+from lab_utils.flat import flat
 from lab_utils.topics.accumulation.losses import count_tokens, lm_token_loss_sum, mse_sum
 from lab_utils.topics.accumulation.reference import large_batch_grads, train_large_batch
 from lab_utils.topics.accumulation.windowing import windows
@@ -40,10 +41,6 @@ def _regression(n_micro: int) -> tuple[nn.Module, list[tuple[torch.Tensor, torch
 def _mse_mean(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     x, y = batch
     return F.mse_loss(model(x), y)
-
-
-def _norm(tensors: Iterable[torch.Tensor]) -> float:
-    return torch.cat([t.detach().flatten() for t in tensors]).norm().item()
 
 
 def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
@@ -78,7 +75,7 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
         f"expected {len(params)} buffers shaped like model.parameters(), got {len(got)}"
     )
     ref = large_batch_grads(model, micro, loss_sum=mse_sum)
-    ratio = _norm(got) / _norm(ref)
+    ratio = flat(got).norm().item() / flat(ref).norm().item()
     assert param_max_diff(got, ref) < TOL, (
         f"the buffers are not the large-batch gradient: their norm is {ratio:.3g} x its norm "
         f"over {len(micro)} micro-batches"

@@ -57,10 +57,6 @@ class Plan:
     def checkpointed_blocks(self) -> list[int]:
         return [i for s, e, m in self.segments if m != "store" for i in range(s, e)]
 
-    @property
-    def n_checkpointed_segments(self) -> int:
-        return sum(m != "store" for _, _, m in self.segments)
-
 
 def _check_chain(act: Sequence[float], inp: Sequence[float], cost: Sequence[float], in_flight: float = 0.0) -> int:
     n = len(act)

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from lab_utils.comm import CommCounter
-from lab_utils.launch import dist_info
+from lab_utils.env import dist_info
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, param_bytes, wrap
 
 __all__ = ["counts", "predict"]

@@ -50,6 +50,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from lab_utils.env import dist_info
 from lab_utils.simnet import Link, collective_seconds
 
 __all__ = ["MicroStamps", "LinkHook"]
@@ -86,7 +87,7 @@ class LinkHook:
         """Install the comm hook, the stamps and the link thread on ``ddp`` (every rank)."""
         if not isinstance(ddp, DDP):
             raise TypeError(f"attach() needs a DistributedDataParallel model, got {type(ddp).__name__}")
-        self._world = dist.get_world_size()
+        self._world = dist_info().world_size
         device = next(ddp.parameters()).device
         self._cuda = device.type == "cuda"
         self._board = _Board(device)
@@ -175,7 +176,8 @@ class _Board:
     SLOTS = 4096
 
     def __init__(self, device: torch.device) -> None:
-        self.rank, world = dist.get_rank(), dist.get_world_size()
+        me = dist_info()
+        self.rank, world = me.rank, me.world_size
         path = [None]
         if self.rank == 0:
             fd, path[0] = tempfile.mkstemp(prefix="emulated-link-")

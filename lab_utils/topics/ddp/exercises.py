@@ -17,20 +17,21 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils.checks import fingerprint, grader
 from lab_utils.comm import CommCounter
+from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
 from lab_utils.errors import LaunchTimeout
-from lab_utils.launch import dist_info, launch
+from lab_utils.flat import flat
+from lab_utils.launch import launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,
+    UpdateRun,
     dataset,
-    flat_params,
     large_batch_reference,
-    micro_batches,
     model,
     param_bytes,
     train,
@@ -50,11 +51,11 @@ HANG_TIMEOUT = 20.0
 """Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
 
 
-def _ranks(results: list[dict[str, Any]]) -> str:
-    return "identical" if len({r["fingerprint"] for r in results}) == 1 else "DIFFERENT"
+def _ranks(fingerprints: list[str]) -> str:
+    return "identical" if len(set(fingerprints)) == 1 else "DIFFERENT"
 
 
-def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
+def _train_stream(accumulate: Callable[..., None]) -> UpdateRun:
     """The student's loop gets all of this rank's micro-batches at once (K x UPDATES of them)."""
     return train(lambda d, o, m: accumulate(d, o, m, K), K * UPDATES, updates=1, setup=SETUP)
 
@@ -66,20 +67,20 @@ def _train_stream(accumulate: Callable[..., None]) -> dict[str, Any]:
 )
 def check_accumulate(accumulate: Callable[..., None]) -> str:
     got = launch(_train_stream, WORLD, args=(accumulate,), timeout=120)
-    (count,) = got[0]["collectives_per_update"]
+    (count,) = got[0].collectives_per_update
     assert count == UPDATES, (
         f"{K * UPDATES} micro-steps with k={K} and one gradient bucket: measured {count} all-reduces, "
         f"expected {UPDATES} (one per optimizer step)"
     )
     ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
-    gap = (got[0]["params"] - ref).abs().max().item()
+    gap = (got[0].params - ref).abs().max().item()
     if gap >= 1e-5:
         mistake = next((why for why, wrong in _plausible_mistakes().items()
-                        if (got[0]["params"] - wrong).abs().max().item() < 1e-5), "")  # fmt: skip
+                        if (got[0].params - wrong).abs().max().item() < 1e-5), "")  # fmt: skip
         raise AssertionError(
             f"after {UPDATES} optimizer steps the parameters are {gap:.1e} away from {UPDATES} large batches" + mistake
         )
-    assert _ranks(got) == "identical", "the ranks ended with different parameters"
+    assert _ranks([r.fingerprint for r in got]) == "identical", "the ranks ended with different parameters"
     return f"{UPDATES} all-reduces for {K * UPDATES} micro-steps, large-batch parameters (max diff {gap:.0e})"
 
 
@@ -102,12 +103,12 @@ def _plausible_mistakes() -> dict[str, torch.Tensor]:
                 opt.zero_grad()
             (scale * F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big])).backward()
             opt.step()
-        out[why] = flat_params(net)
+        out[why] = flat(net, dtype=torch.float64)
     return out
 
 
 def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
-    out = mean_loss(1.0 + 2.5 * dist.get_rank())
+    out = mean_loss(1.0 + 2.5 * dist_info().rank)
     return out.item() if isinstance(out, torch.Tensor) and out.numel() == 1 else out  # a tensor is fine too
 
 
@@ -153,11 +154,11 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
     ddp = wrap(model(SETUP), bucket_cap_mb=25)
     ddp.register_comm_hook(None, hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=SETUP.lr)
-    x, y = dataset(UPDATES * info.world_size * SETUP.micro_batch, SETUP)
+    big = info.world_size * SETUP.micro_batch
+    x, y = dataset(UPDATES * big, SETUP)
     counter = CommCounter()
-    for u in range(UPDATES):
-        mbs = micro_batches(x, y, u, k=1, rank=info.rank, world_size=info.world_size, micro_batch=SETUP.micro_batch)
-        ((xb, yb),) = mbs
+    for xu, yu in zip(x.split(big), y.split(big)):
+        ((xb, yb),) = micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
         opt.zero_grad()
         with counter.track():
             F.mse_loss(ddp(xb), yb).backward()
@@ -167,7 +168,7 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
         "events": [(e.op, e.dtype, e.nbytes) for e in counter.events],
         "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
         "param_bytes": sum(param_bytes(ddp.module)),
-        "params": flat_params(ddp.module),
+        "params": flat(ddp.module, dtype=torch.float64),
         "fingerprint": fingerprint(ddp.module),
     }
     del ddp, opt
@@ -187,7 +188,7 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     assert dtypes == ["float16"], f"the hook sent {dtypes}, not float16"
     sent = got[0]["bytes_per_update"]
     assert sent == [full // 2] * UPDATES, f"sent {sent} bytes per update; the float32 gradients are {full} bytes"
-    assert _ranks(got) == "identical", "the ranks ended with different parameters"
+    assert _ranks([r["fingerprint"] for r in got]) == "identical", "the ranks ended with different parameters"
     ref = large_batch_reference(1, WORLD, updates=UPDATES, setup=SETUP)
     gap = (got[0]["params"] - ref).abs().max().item()
     assert gap < 2e-4, f"the parameters are {gap:.1e} away from one large batch: is the sum divided by the world size?"

@@ -25,6 +25,7 @@ from plotly.subplots import make_subplots
 from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import LINKS, Link
 from lab_utils.topics.ddp.sweep import update_seconds
+from lab_utils.topics.ddp.workload import UpdateRun
 from lab_utils.widgets import show_figure
 
 __all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer", "validation", "hooks"]
@@ -38,7 +39,7 @@ def _color(name: str, i: int) -> str:
 
 
 def comm(
-    results: Mapping[str, Mapping[str, Any]],
+    results: Mapping[str, UpdateRun],
     *,
     update: int = -1,
     title: str = "Gradient all-reduces of one update (counted by a comm hook)",
@@ -46,8 +47,8 @@ def comm(
     """Two bar charts side by side: all-reduces and MiB per update for each loop (``train``
     results keyed by loop name; ``update`` picks which update, the last by default)."""
     names = list(results)
-    counts = [results[n]["collectives_per_update"][update] for n in names]
-    mibs = [results[n]["bytes_per_update"][update] / 2**20 for n in names]
+    counts = [results[n].collectives_per_update[update] for n in names]
+    mibs = [results[n].bytes_per_update[update] / 2**20 for n in names]
     colors = [_color(n, i) for i, n in enumerate(names)]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("all-reduces per update", "MiB all-reduced per update"))
     fig.add_trace(go.Bar(x=names, y=counts, marker_color=colors, text=counts, showlegend=False), 1, 1)

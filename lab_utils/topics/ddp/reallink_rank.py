@@ -28,6 +28,7 @@ def main(work: str) -> None:
     import torch
     import torch.distributed as dist
 
+    from lab_utils.data import micro_batches
     from lab_utils.topics.ddp import sweep, workload
 
     raw = json.loads(Path(work, "config.json").read_text())
@@ -48,7 +49,7 @@ def main(work: str) -> None:
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     kmax = max(cfg.ks)
     x, y = workload.dataset(kmax * 2 * setup.micro_batch, setup)
-    mbs = workload.micro_batches(x, y, 0, k=kmax, rank=rank, world_size=2, micro_batch=setup.micro_batch)
+    mbs = micro_batches(x, y, k=kmax, rank=rank, world_size=2)
     links = []
     for r in cfg.rounds:
         rate_Bps = grad_bytes / (r * bwd.item())  # a 2-rank ring moves each byte once per rank

@@ -22,7 +22,8 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.comm import CommCounter
-from lab_utils.launch import dist_info
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
 __all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]
@@ -114,7 +115,7 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
             flag_bwd = ddp.require_backward_grad_sync
             loss.backward()
         reducer_hooks = sum(e.name in REDUCER_EVENTS for e in prof.function_events)
-        grads = torch.cat([p.grad.flatten() for p in ddp.module.parameters()])
+        grads = flat(ddp.module, grads=True, device=None)
         everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
         dist.all_gather(everyone, grads)
         rows.append(

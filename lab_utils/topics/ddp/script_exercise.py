@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils.checks import grader
-from lab_utils.topics.ddp.workload import Setup, dataset, flat_params, model
+from lab_utils.flat import flat
+from lab_utils.topics.ddp.workload import Setup, dataset, model
 
 __all__ = ["K_SCRIPT", "EPOCHS", "MICRO_BATCH", "LR", "script_model", "script_data", "write_script",
            "ScriptRun", "judge", "check_script"]  # fmt: skip
@@ -167,7 +168,7 @@ def run_script(fn: Callable[[str], Any], timeout_s: float = TIMEOUT_S) -> Script
             state = torch.load(ckpt, map_location="cpu")
             net = script_model()
             net.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
-            params = flat_params(net)
+            params = flat(net, dtype=torch.float64)
     lines = output.strip().splitlines()
     errors = [line for line in lines if re.match(r"\s*(\[rank\d+\]:\s*)?\w+(Error|Exception): ", line)]
     return ScriptRun(proc.returncode, "\n".join(errors[-2:] or lines[-6:]), ranks, params)
@@ -194,7 +195,7 @@ def reference() -> torch.Tensor:
             opt.zero_grad()
             F.mse_loss(net(x[idx]), y[idx]).backward()
             opt.step()
-    return flat_params(net)
+    return flat(net, dtype=torch.float64)
 
 
 def judge(run: ScriptRun) -> str:

@@ -29,9 +29,11 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
-from lab_utils.launch import dist_info
+from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
 from lab_utils.topics.ddp.reducer import quiet_profile
-from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, flat_params, micro_batches, model, wrap
+from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, wrap
 
 __all__ = [
     "CONFIGS",
@@ -137,7 +139,8 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]
     largest distance to the float32 all-reduce run, and whether the ranks agree. A hook the backend
     refuses (bf16 on gloo) gets ``{"refused": <DDP's message>}``."""
     info, out, ref = dist_info(), {}, None
-    x, y = dataset(updates * info.world_size * setup.micro_batch, setup)
+    big = info.world_size * setup.micro_batch
+    x, y = dataset(updates * big, setup)
     for name, make in HOOKS.items():
         # One bucket: PowerSGD's callbacks issue collectives from gloo's threads, and with several
         # buckets in flight the ranks can order them differently and deadlock.
@@ -149,16 +152,14 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]
             continue
         opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
         counter = CommCounter()
-        for u in range(updates):
-            ((xb, yb),) = micro_batches(
-                x, y, u, k=1, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch
-            )
+        for xu, yu in zip(x.split(big), y.split(big)):
+            ((xb, yb),) = micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
             opt.zero_grad()
             with counter.track():
                 F.mse_loss(ddp(xb.to(info.device)), yb.to(info.device)).backward()
             opt.step()
             counter.mark_step()
-        params = flat_params(ddp.module)
+        params = flat(ddp.module, dtype=torch.float64)
         ref = params if ref is None else ref
         everyone = [None] * info.world_size
         dist.all_gather_object(everyone, fingerprint(ddp.module))

@@ -24,12 +24,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lab_utils.launch import dist_info
+from lab_utils.data import micro_batches
+from lab_utils.env import dist_info
 from lab_utils.overlap import Bucket, MicroStep, lockstep_update, naive_update, no_sync_update
 from lab_utils.simnet import Link
 from lab_utils.timing import Timer
 from lab_utils.topics.ddp.emulate import LinkHook, MicroStamps
-from lab_utils.topics.ddp.workload import DEFAULT, Setup, UpdateFn, dataset, micro_batches, model, wrap
+from lab_utils.topics.ddp.workload import DEFAULT, Setup, UpdateFn, dataset, model, wrap
 
 __all__ = ["measure", "micro_step", "update_seconds", "validation", "savings"]
 
@@ -68,7 +69,7 @@ def measure(
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
     kmax = max(ks)
     x, y = dataset(kmax * info.world_size * setup.micro_batch, setup)
-    mbs = micro_batches(x, y, 0, k=kmax, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
+    mbs = micro_batches(x, y, k=kmax, rank=info.rank, world_size=info.world_size)
     mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
     for xb, yb in mbs[:2]:  # warm-up: the first backward runs before the bucket rebuild
         F.mse_loss(ddp(xb), yb).backward()

@@ -8,7 +8,7 @@ with a counting comm hook attached from outside.
     def no_sync_update(ddp, optimizer, micro_batches): ...   # a notebook cell: one update
 
     res = launch(workload.train, 2, args=(no_sync_update,), kwargs={"k": 4})
-    res[0]["collectives_per_update"]                  # [1, 1]: one bucket, one sync per update
+    res[0].collectives_per_update                     # [1, 1]: one bucket, one sync per update
     ref = workload.large_batch_reference(k=4, world_size=2)   # one process, batch 2 x 4 x 16
 
 The sample order is fixed so that update ``u`` of a DDP run on W ranks with K micro-batches sees
@@ -29,7 +29,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from lab_utils import data, models
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
-from lab_utils.launch import dist_info
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
 from lab_utils.timing import Timer
 
 __all__ = [
@@ -38,11 +39,10 @@ __all__ = [
     "UpdateFn",
     "model",
     "dataset",
-    "micro_batches",
     "param_bytes",
-    "flat_params",
     "wrap",
     "train",
+    "UpdateRun",
     "large_batch_reference",
 ]
 
@@ -79,26 +79,9 @@ def dataset(n_samples: int, setup: Setup = DEFAULT) -> tuple[torch.Tensor, torch
     return data.regression(n=n_samples, dim=setup.dim, seed=setup.seed + 1)
 
 
-def micro_batches(
-    x: torch.Tensor, y: torch.Tensor, update: int, *, k: int, rank: int, world_size: int, micro_batch: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The K micro-batches of ``rank`` for ``update``. Update ``u`` of all ranks together covers
-    samples ``u*K*W*mb`` to ``(u+1)*K*W*mb``: the large batch of the reference run."""
-    out = []
-    for i in range(k):
-        start = ((update * k + i) * world_size + rank) * micro_batch
-        out.append((x[start : start + micro_batch], y[start : start + micro_batch]))
-    return out
-
-
 def param_bytes(module: nn.Module) -> list[int]:
     """Bytes of each parameter, in registration order (the order ``parameters()`` gives)."""
     return [p.numel() * p.element_size() for p in module.parameters()]
-
-
-def flat_params(module: nn.Module) -> torch.Tensor:
-    """All parameters in one flat float64 CPU tensor."""
-    return torch.cat([p.detach().double().flatten().cpu() for p in module.parameters()])
 
 
 def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any) -> DDP:
@@ -110,6 +93,24 @@ def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any)
     return DDP(module, device_ids=ids, bucket_cap_mb=bucket_cap_mb, **ddp_kwargs)
 
 
+@dataclass(frozen=True)
+class UpdateRun:
+    """What ``train`` measured on one rank: per update the all-reduces and bytes the comm hook
+    counted and the seconds, the bucket sizes of the last update, the parameters' bytes, the final
+    parameters' fingerprint and (``return_params``) the parameters, flat float64 on the CPU."""
+
+    k: int
+    world_size: int
+    backend: str
+    collectives_per_update: list[int]
+    bytes_per_update: list[int]
+    bucket_bytes_last_update: list[int]
+    param_bytes: int
+    seconds_per_update: list[float]
+    fingerprint: str
+    params: torch.Tensor | None = None
+
+
 def train(
     update: UpdateFn,
     k: int = 4,
@@ -118,11 +119,9 @@ def train(
     bucket_cap_mb: float | None = 25,
     setup: Setup = DEFAULT,
     return_params: bool = True,
-) -> dict[str, Any]:
+) -> UpdateRun:
     """On this rank: ``updates`` calls of ``update(ddp, optimizer, micro_batches)`` with K
-    micro-batches each, DDP's all-reduces counted by a comm hook. Returns plain data: collectives
-    and bytes per update, the bucket sizes of the last update, seconds per update, the final
-    parameters' fingerprint and (``return_params``) the parameters as a flat CPU tensor."""
+    micro-batches each, DDP's all-reduces counted by a comm hook, measured from outside."""
     if not callable(update):
         raise TypeError(f"update must be a function (ddp, optimizer, micro_batches) -> None, got {update!r}")
     if k < 1 or updates < 1:
@@ -131,29 +130,29 @@ def train(
     ddp = wrap(model(setup), bucket_cap_mb)
     counter = CommCounter().attach(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
-    x, y = dataset(updates * k * info.world_size * setup.micro_batch, setup)
+    big = k * info.world_size * setup.micro_batch  # one update of all ranks: the reference's batch
+    x, y = dataset(updates * big, setup)
     seconds = []
-    for u in range(updates):
-        mbs = micro_batches(x, y, u, k=k, rank=info.rank, world_size=info.world_size, micro_batch=setup.micro_batch)
+    for xu, yu in zip(x.split(big), y.split(big)):
+        mbs = data.micro_batches(xu, yu, k=k, rank=info.rank, world_size=info.world_size)
         mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
         with Timer() as t:
             update(ddp, opt, mbs)
         seconds.append(t.seconds)
         counter.mark_step()
     per_step = counter.summary()["per_step"]
-    out = {
-        "k": k,
-        "world_size": info.world_size,
-        "backend": info.backend,
-        "collectives_per_update": [p["collectives"] for p in per_step],
-        "bytes_per_update": [p["bytes"] for p in per_step],
-        "bucket_bytes_last_update": [e.nbytes for e in counter.events if e.step == updates - 1],
-        "param_bytes": sum(param_bytes(ddp.module)),
-        "seconds_per_update": seconds,
-        "fingerprint": fingerprint(ddp.module),
-    }
-    if return_params:
-        out["params"] = flat_params(ddp.module)
+    out = UpdateRun(
+        k=k,
+        world_size=info.world_size,
+        backend=info.backend,
+        collectives_per_update=[p["collectives"] for p in per_step],
+        bytes_per_update=[p["bytes"] for p in per_step],
+        bucket_bytes_last_update=[e.nbytes for e in counter.events if e.step == updates - 1],
+        param_bytes=sum(param_bytes(ddp.module)),
+        seconds_per_update=seconds,
+        fingerprint=fingerprint(ddp.module),
+        params=flat(ddp.module, dtype=torch.float64) if return_params else None,
+    )
     del ddp, opt, counter
     return out
 
@@ -169,4 +168,4 @@ def large_batch_reference(k: int = 4, world_size: int = 2, *, updates: int = 2, 
         opt.zero_grad()
         F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big]).backward()
         opt.step()
-    return flat_params(net)
+    return flat(net, dtype=torch.float64)

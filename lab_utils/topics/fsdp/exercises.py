@@ -18,14 +18,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
+from lab_utils import data
 from lab_utils.checks import grader
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.launch import launch
 from lab_utils.topics.fsdp import holdings, traffic, workload
 
@@ -62,7 +63,7 @@ def _local(t: torch.Tensor) -> torch.Tensor:
 
 
 def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
-    shape = tuple(mesh_shape or (dist.get_world_size(),))
+    shape = tuple(mesh_shape or (dist_info().world_size,))
     names = ("replicate", "shard") if len(shape) == 2 else None
     mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for child in net.children():
@@ -93,12 +94,13 @@ def _reference_grads(world: int) -> list[list[torch.Tensor]]:
 def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[int] | None = None) -> dict[str, Any]:
     """The student's loop on this rank's micro-batches: all K x UPDATES of them in one call
     (``per_update=False``, with k), or one call per update with its K micro-batches."""
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     model = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
     opt = RecordingOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), model)
     x, y = _data(world)
     windows = [
-        workload.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
+        data.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
         for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES))
     ]
     counter = CommCounter()

@@ -1,11 +1,13 @@
-"""The model, data and large-batch reference every run of lab 7 shares.
+"""The model, data and large-batch reference every run of lab 7 shares (its micro-batches are
+``data.micro_batches``, the one sharding rule of every lab).
 
+    from lab_utils import data
     from lab_utils.topics.fsdp import workload
     model = workload.model(width=128, depth=4)              # float64 blocks, dims divisible by 4
     x, y = workload.dataset(n=64, width=128)
-    mine = workload.micro_batches(x, y, k=4, rank=0, world_size=2)   # this rank's K micro-batches
-    ref = workload.large_batch_reference(x, y, width=128, depth=4, lr=1e-3)   # one process
-    fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16)    # one micro-step, measured
+    mine = data.micro_batches(x, y, k=4, rank=0, world_size=2)       # this rank's K micro-batches
+    ref = workload.large_batch_reference([(x, y)], width=128, depth=4, lr=1e-3)   # one process
+    fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16, world_size=2)   # one micro-step
 
 Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
 uses ``world_size * k`` micro-batches of equal size, each sample on one rank only, so the
@@ -22,8 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils import models
+from lab_utils.env import threads_per_rank
+from lab_utils.flat import flat
 
-__all__ = ["model", "dataset", "micro_batches", "large_batch_reference", "flat_params", "compute_seconds"]
+__all__ = ["model", "dataset", "large_batch_reference", "compute_seconds"]
 
 
 def model(width: int = 128, depth: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
@@ -40,18 +44,6 @@ def dataset(
     return x, torch.randn(n, width, generator=g, dtype=dtype)
 
 
-def micro_batches(
-    x: torch.Tensor, y: torch.Tensor, *, k: int, rank: int, world_size: int
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """This rank's ``k`` micro-batches of one update: the batch is cut into ``world_size * k``
-    equal pieces and rank ``r`` takes pieces ``r*k .. r*k + k - 1``."""
-    pieces = world_size * k
-    if len(x) % pieces:
-        raise ValueError(f"a batch of {len(x)} samples does not cut into world_size * k = {pieces} equal micro-batches")
-    xs, ys = x.chunk(pieces), y.chunk(pieces)
-    return [(xs[i], ys[i]) for i in range(rank * k, rank * k + k)]
-
-
 def large_batch_reference(
     batches: list[tuple[torch.Tensor, torch.Tensor]], *, width: int, depth: int, lr: float
 ) -> torch.Tensor:
@@ -62,27 +54,21 @@ def large_batch_reference(
         opt.zero_grad()
         F.mse_loss(net(x), y).backward()
         opt.step()
-    return flat_params(net)
+    return flat(net, dtype=torch.float64)
 
 
-def flat_params(net: nn.Module) -> torch.Tensor:
-    """All parameters in one flat float64 vector; sharded ones (DTensors) gathered first."""
-    full = [p.full_tensor() if hasattr(p, "full_tensor") else p for p in net.parameters()]
-    return torch.cat([p.detach().double().reshape(-1) for p in full])
-
-
-def compute_seconds(*, width: int, depth: int, batch: int, repeat: int = 5) -> tuple[float, float]:
+def compute_seconds(*, width: int, depth: int, batch: int, world_size: int, repeat: int = 5) -> tuple[float, float]:
     """Measured seconds of one forward and of its backward through the whole (unsharded) model on
-    a micro-batch of ``batch`` samples in this process, on one thread: the fastest of ``repeat``
-    runs after a warm-up (what the work costs when nothing else on the machine interrupts it), the compute
-    that a modelled link's collectives can hide behind."""
+    a micro-batch of ``batch`` samples in this process, on the threads each rank of a
+    ``world_size`` launch gets: the fastest of ``repeat`` runs after a warm-up (what the work costs
+    when nothing else on the machine interrupts it), the compute a modelled link can hide behind."""
     if repeat < 1:
         raise ValueError(f"repeat={repeat}: need at least one timed run")
     net = model(width, depth)
     x, y = dataset(batch, width)
     forward, backward = [], []
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as each rank of a launch on a small CPU computes (one thread)
+    torch.set_num_threads(threads_per_rank(world_size))  # as each rank of the launch computes
     try:
         for i in range(repeat + 1):  # the first run warms up
             t0 = time.perf_counter()

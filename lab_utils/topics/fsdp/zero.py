@@ -20,6 +20,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
+
 __all__ = ["paper_step"]
 
 
@@ -28,24 +31,24 @@ def paper_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float)
     reduce-scatter of the flat gradient (the mean over ranks of this rank's slice), AdamW on the
     slice, all-gather of the updated slices into every rank's parameters. Needs the number of
     parameter elements to divide by the world size."""
-    world, rank = dist.get_world_size(), dist.get_rank()
+    me = dist_info()
+    world, rank = me.world_size, me.rank
     params = [p for p in model.parameters() if p.requires_grad]
     n = sum(p.numel() for p in params)
     if n % world:
         raise ValueError(f"{n} parameter elements do not divide by world_size={world}: use a model whose size does")
     model.zero_grad(set_to_none=True)
     F.mse_loss(model(x), y).backward()
-    flat_grad = torch.cat([p.grad.reshape(-1) for p in params])
+    flat_grad = flat(params, grads=True, device=None)
     chunk = n // world
     mine = torch.empty(chunk, dtype=flat_grad.dtype, device=flat_grad.device)
     dist.reduce_scatter_single(mine, flat_grad)  # a sum: each rank gets its slice only
     mine /= world
-    with torch.no_grad():
-        flat = torch.cat([p.reshape(-1) for p in params])
-    slice_ = nn.Parameter(flat[rank * chunk : (rank + 1) * chunk].clone())
+    flat_params = flat(params, device=None)
+    slice_ = nn.Parameter(flat_params[rank * chunk : (rank + 1) * chunk].clone())
     slice_.grad = mine
     torch.optim.AdamW([slice_], lr=lr).step()  # optimizer state: 2 x chunk elements on this rank
-    gathered = torch.empty(n, dtype=flat.dtype, device=flat.device)
+    gathered = torch.empty(n, dtype=flat_params.dtype, device=flat_params.device)
     dist.all_gather_single(gathered, slice_.detach())
     with torch.no_grad():
         offset = 0

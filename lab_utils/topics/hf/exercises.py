@@ -20,6 +20,8 @@ from transformers.trainer_callback import PrinterCallback
 
 from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.checks import grader
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
 from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.trainer import TrainerMeter
 
@@ -229,17 +231,17 @@ def _token_data(seed: int = 1) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
     """One rank of exercise 3's check: a window of 3 micro-batches through ``accumulate`` with the
     student's loss, then this rank's gradient against one big batch over every rank's tokens."""
-    import torch.distributed as dist
     from accelerate import Accelerator
 
     reset_accelerate_state()
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     accelerator = Accelerator(gradient_accumulation_steps=len(_TOKENS[0]), cpu=torch.cuda.device_count() < world)
     data = _token_data()
     ref = _tiny_lm()
     x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
     torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
-    want = torch.cat([p.grad.flatten() for p in ref.parameters()])
+    want = flat(ref, grads=True)
 
     model = accelerator.prepare(_tiny_lm())
     mine = data[rank]
@@ -249,7 +251,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
             logits = model(inputs.to(accelerator.device))
             token_loss_sum = torch.nn.functional.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
             accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
-    got = torch.cat([p.grad.flatten().cpu() for p in model.parameters()])
+    got = flat(model, grads=True)
     reset_accelerate_state()
     return {
         "ratio": float(got.norm() / want.norm()),

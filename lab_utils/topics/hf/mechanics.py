@@ -16,6 +16,7 @@ from accelerate import Accelerator
 
 from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.data import lm_batch
+from lab_utils.flat import flat
 from lab_utils.models import tiny_gpt2
 from lab_utils.topics.hf.data import offline
 
@@ -23,7 +24,6 @@ __all__ = [
     "backward_scaling",
     "uneven_window",
     "target_tokens",
-    "flat_grad",
     "token_loss_normalisation",
 ]
 
@@ -81,11 +81,6 @@ def target_tokens(batch: dict[str, torch.Tensor]) -> int:
     return int((batch["labels"][:, 1:] != -100).sum())
 
 
-def flat_grad(model: torch.nn.Module) -> torch.Tensor:
-    """Every parameter's gradient in one vector (zeros where there is none)."""
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in model.parameters()])
-
-
 def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed: int = 0) -> dict[str, Any]:
     """A window's loss two ways against one big batch of the same sequences: the mean of the
     micro-batch means (the pre-2024 loop) and the sum of ``model(..., num_items_in_batch=N).loss``
@@ -100,7 +95,7 @@ def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed
         model.zero_grad()
         total = losses_fn()
         total.backward()
-        return total.item(), flat_grad(model)
+        return total.item(), flat(model, grads=True)
 
     big_loss, g_big = grads(lambda: model(**big).loss)
     mom_loss, g_mom = grads(lambda: sum(model(**p).loss for p in parts) / micro_batches)

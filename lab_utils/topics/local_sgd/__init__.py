@@ -22,7 +22,7 @@ Modules:
 from lab_utils.topics import lazy
 
 _MODULES = ["accelerate_runs", "cost", "diloco", "exercises", "figures", "record", "study", "task"]
-_NAMES = {"run": "record", "gather": "record", "run_accelerate": "accelerate_runs"}
+_NAMES = {"run": "record", "gather": "record", "Run": "record", "run_accelerate": "accelerate_runs"}
 _NAMES.update({"compute_per_step": "cost", "elapsed_seconds": "cost"})
 __all__ = [
     "cost",
@@ -34,6 +34,7 @@ __all__ = [
     "task",
     "run",
     "gather",
+    "Run",
     "run_accelerate",
     "compute_per_step",
     "elapsed_seconds",

@@ -30,17 +30,18 @@ from collections.abc import Mapping
 from lab_utils.comm import CommEvent
 from lab_utils.overlap import MicroStep, evenly_ready, naive_update, serial_seconds
 from lab_utils.simnet import Link
+from lab_utils.topics.local_sgd.record import Run
 
 Links = Link | Mapping[int, Link]  # one link, or one per group size
 
 __all__ = ["compute_per_step", "step_time", "elapsed_seconds"]
 
 
-def compute_per_step(runs: Mapping[str, dict]) -> float:
+def compute_per_step(runs: Mapping[str, Run]) -> float:
     """Median measured seconds per step over all runs: most steps of a local-SGD run make no
     collective, so the median is the compute of one step, and one number is fairer to every
     method than each run's noisy own."""
-    times = sorted(t for r in runs.values() for t in r["step_s"])
+    times = sorted(t for r in runs.values() for t in r.step_s)
     if not times:
         raise ValueError("no run holds step_s: pass the runs that record.gather() returned")
     return times[len(times) // 2]
@@ -82,18 +83,18 @@ def step_time(
 
 
 def elapsed_seconds(
-    run: dict, link: Links, world_size: int, step_seconds: float, *, backward_share: float = 2 / 3
+    run: Run, link: Links, world_size: int, step_seconds: float, *, backward_share: float = 2 / 3
 ) -> list[float]:
     """Cumulative seconds after each step (see :func:`step_time`); collectives counted after
     the last step (an averaging at exit) are added to the end."""
     by_step: dict[int, list[CommEvent]] = {}
-    for e in run["events"]:
+    for e in run.events:
         by_step.setdefault(e.step, []).append(e)
     out, t = [], 0.0
-    for s in range(run["steps"]):
+    for s in range(run.steps):
         t += step_time(by_step.get(s, []), link, world_size, step_seconds, backward_share=backward_share)
         out.append(t)
     if out:
-        late = [e for s, evs in by_step.items() if s >= run["steps"] for e in evs]
+        late = [e for s, evs in by_step.items() if s >= run.steps for e in evs]
         out[-1] += step_time(late, link, world_size, 0.0, backward_share=1.0) if late else 0.0
     return out

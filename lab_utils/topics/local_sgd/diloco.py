@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
+from lab_utils.flat import mean_over_ranks
 from lab_utils.topics.local_sgd.study import run_seeds
 
 __all__ = ["GRID", "SEEDS", "STORED", "STORED_FILE", "train_diloco", "grid", "load_stored", "main"]
@@ -31,17 +31,6 @@ GRID = [(lr, mu) for lr in (0.7, 1.0) for mu in (0.0, 0.5, 0.9)]  # (outer lr, N
 SEEDS = tuple(range(8))
 STORED = dict(H=32, rounds=128, warmup=256)  # the paper's 128 outer steps, after a synchronous start
 STORED_FILE = Path(__file__).with_name("diloco_study.json")
-
-
-def _flat_all_reduce_mean(tensors: list[torch.Tensor]) -> None:
-    """Replace each tensor by its mean over the ranks, with one all_reduce of a flat buffer."""
-    flat = torch.cat([t.flatten() for t in tensors])
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    offset = 0
-    for t in tensors:
-        t.copy_(flat[offset : offset + t.numel()].view_as(t))
-        offset += t.numel()
 
 
 def train_diloco(
@@ -67,12 +56,12 @@ def train_diloco(
         loss.backward()
         if step < warmup:
             with torch.no_grad():
-                _flat_all_reduce_mean([p.grad for p in model.parameters()])
+                mean_over_ranks([p.grad for p in model.parameters()])
         opt.step()
         if step >= warmup and (step + 1 - warmup) % H == 0:
             with torch.no_grad():
                 deltas = [a.detach() - p.detach() for p, a in zip(model.parameters(), anchor)]
-                _flat_all_reduce_mean(deltas)  # the outer gradient: the ranks' mean change
+                mean_over_ranks(deltas)  # the outer gradient: the ranks' mean change
             for a, d in zip(anchor, deltas):
                 a.grad = d
             outer.step()

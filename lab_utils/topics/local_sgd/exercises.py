@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
+from lab_utils.flat import mean_over_ranks
 from lab_utils.launch import launch
 from lab_utils.topics.local_sgd import task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
@@ -54,14 +55,6 @@ def check_outer_step(outer_step: Callable[..., Any]) -> str:
     return "3 outer rounds equal torch.optim.SGD(lr=0.7, momentum=0.9, nesterov=True)"
 
 
-def _average_flat(model: nn.Module) -> None:
-    params = list(model.parameters())
-    buf = torch.cat([p.data.flatten() for p in params])
-    dist.all_reduce(buf)
-    buf /= dist.get_world_size()
-    torch.nn.utils.vector_to_parameters(buf, params)
-
-
 def _local_sgd_with(average: Callable[[nn.Module], None]) -> Callable[..., None]:
     """Exercise 1's reference loop, with its averaging passed in: H local steps, ``average(model)``
     every H steps and once more at exit if needed (tests pass a wrong averaging to it)."""
@@ -82,7 +75,7 @@ def _local_sgd_with(average: Callable[[nn.Module], None]) -> Callable[..., None]
     return train
 
 
-_local_sgd_flat = _local_sgd_with(_average_flat)
+_local_sgd_flat = _local_sgd_with(lambda model: mean_over_ranks(model.parameters()))
 
 
 def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
@@ -95,7 +88,8 @@ def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
 
 
 def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dict]:
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     x, y, _, _ = task.make_data(world, per_rank=256)
     out = {}
     for who, train in (("yours", fn), ("reference", _local_sgd_flat)):

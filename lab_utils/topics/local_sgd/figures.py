@@ -9,7 +9,7 @@
     figures.seeds_band(study, ["local H=8", "accum K=8"], per_round=8)   # loss against rounds, seeds' spread
     figures.outer_sweep(study, "DiLoCo")               # final loss per (outer lr, momentum), min-max bars
 
-Inputs are the plain dicts that ``record.gather``, ``run_accelerate`` and ``study.run_seeds`` return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` (plain dicts) return.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
+from lab_utils.topics.local_sgd.record import Run
 
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
@@ -34,13 +35,13 @@ def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def spread(run: dict, *, title: str = "") -> go.Figure:
+def spread(run: Run, *, title: str = "") -> go.Figure:
     """How far the ranks' parameters are apart after each step (a run with ``spread=True``)."""
-    drift = run["drift"]
+    drift = run.drift
     if not drift:
         raise ValueError("this run recorded no drift: run it with record.run(..., spread=True)")
     steps = list(range(len(drift)))
-    synced = [s for s in run["synced_steps"] if s < len(drift)]
+    synced = [s for s in run.synced_steps if s < len(drift)]
     fig = go.Figure(
         go.Scatter(x=steps, y=drift, mode="lines", name="largest distance to the mean", line=dict(color=_color(0)))
     )
@@ -61,11 +62,11 @@ def spread(run: dict, *, title: str = "") -> go.Figure:
     )
 
 
-def loss(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
     """Held-out loss of the ranks' mean model against optimizer steps."""
     fig = go.Figure()
     for i, name in enumerate(names or list(runs)):
-        curve = runs[name]["eval_curve"]
+        curve = runs[name].eval_curve
         fig.add_trace(
             go.Scatter(
                 x=[s for s, _ in curve], y=[v for _, v in curve], mode="lines", name=name, line=dict(color=_color(i))
@@ -79,10 +80,10 @@ def loss(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, title:
     )
 
 
-def traffic(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
     """Counted bytes each rank sent, log scale."""
     names = list(names or runs)
-    ys = [runs[n]["comm"]["bytes"] for n in names]
+    ys = [runs[n].comm["bytes"] for n in names]
     fig = go.Figure(
         go.Bar(
             x=names,
@@ -98,7 +99,7 @@ def traffic(runs: Mapping[str, dict], names: Sequence[str] | None = None, *, tit
 
 
 def wallclock(
-    runs: Mapping[str, dict], link: Link, world_size: int, step_seconds: float, names: Sequence[str] | None = None
+    runs: Mapping[str, Run], link: Link, world_size: int, step_seconds: float, names: Sequence[str] | None = None
 ) -> go.Figure:
     """Held-out loss against time: measured compute per step + modelled communication on ``link``."""
     fig = go.Figure()
@@ -107,8 +108,8 @@ def wallclock(
         t = elapsed_seconds(r, link, world_size, step_seconds)
         fig.add_trace(
             go.Scatter(
-                x=[t[s - 1] for s, _ in r["eval_curve"]],
-                y=[v for _, v in r["eval_curve"]],
+                x=[t[s - 1] for s, _ in r.eval_curve],
+                y=[v for _, v in r.eval_curve],
                 mode="lines+markers",
                 name=name,
                 line=dict(color=_color(i)),
@@ -126,7 +127,7 @@ def wallclock(
 
 
 def totals(
-    runs: Mapping[str, dict], links: Mapping[str, Link], world_size: int, step_seconds: float, Hs: Sequence[int]
+    runs: Mapping[str, Run], links: Mapping[str, Link], world_size: int, step_seconds: float, Hs: Sequence[int]
 ) -> go.Figure:
     """Time of the whole run against H, one line per link, DDP as a dotted level, the compute
     floor dashed: local SGD wins where the lines fall and stops helping where they flatten."""
@@ -146,7 +147,7 @@ def totals(
                     hovertext=f"DDP on {lname}",
                 )
             )
-    floor = step_seconds * next(iter(runs.values()))["steps"]
+    floor = step_seconds * next(iter(runs.values())).steps
     fig.add_trace(
         go.Scatter(
             x=[Hs[0], Hs[-1]],

@@ -12,7 +12,8 @@ this rank's batches and ``log``, and calls ``log(loss)`` at the end of every ste
 
     def both():                                          # runs on every rank
         return {"DDP": record.run(train_ddp, steps=64), "H=8": record.run(train_local, steps=64, H=8)}
-    runs = record.gather(launch(both, world_size=2))     # in the kernel: one dict per run
+    runs = record.gather(launch(both, world_size=2))     # in the kernel: one Run per name
+    runs["H=8"].comm["bytes"], runs["H=8"].rank_params   # what was counted; every rank's parameters
 
 ``run`` counts every ``torch.distributed`` collective the method makes (``log.watch(ddp)`` adds
 DDP's gradient all-reduces), and ``log`` records per step the loss, a fingerprint of the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -32,10 +34,39 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils.checks import fingerprint
-from lab_utils.comm import CommCounter
+from lab_utils.comm import CommCounter, CommEvent
+from lab_utils.env import dist_info
+from lab_utils.flat import flat, mean_over_ranks
 from lab_utils.topics.local_sgd import task
 
-__all__ = ["Recorder", "run", "gather"]
+__all__ = ["Recorder", "Run", "run", "gather"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One method's run, measured from outside it. From ``run``: this rank's. From ``gather``:
+    rank 0's, with ``losses`` averaged over the ranks and every rank's fingerprints (per step),
+    parameters and optimizer-state fingerprint in the ``rank_*`` fields."""
+
+    method: str
+    steps: int
+    world_size: int
+    losses: list[float]  # per step
+    fingerprints: list[str]  # of the parameters, per step
+    drift: list[float]  # per step, with spread=True: the largest distance of a rank to the mean
+    eval_curve: list[tuple[int, float]]  # (step, held-out loss of the ranks' mean model)
+    eval_loss: float  # held-out loss of this rank's final model
+    comm: dict[str, Any]  # CommCounter.summary() of the method's collectives
+    events: list[CommEvent]  # each counted collective
+    synced_steps: list[int]  # steps in which the method made a collective
+    step_s: list[float]  # seconds of each step, the recorder's own work excluded
+    opt_state: str  # fingerprint of the optimizer state ("" when it holds none)
+    params: torch.Tensor  # the final parameters, flat, on the CPU
+    param_bytes: int
+    n_param_tensors: int
+    rank_fingerprints: list[list[str]] = field(default_factory=list)
+    rank_params: list[torch.Tensor] = field(default_factory=list)
+    rank_opt_state: list[str] = field(default_factory=list)
 
 
 class Recorder:
@@ -73,16 +104,12 @@ class Recorder:
         self._t = time.perf_counter()
 
 
-def _flat(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in model.parameters()])
-
-
 def _drift(model: nn.Module) -> float:
     """Largest distance (L2, over the ranks) of a rank's parameters from the ranks' mean."""
-    mine = _flat(model)
+    mine = flat(model, device=None)
     mean = mine.clone()
     dist.all_reduce(mean)
-    mean /= dist.get_world_size()
+    mean /= dist_info().world_size
     d = torch.tensor([(mine - mean).norm().item()])
     dist.all_reduce(d, op=dist.ReduceOp.MAX)
     return d.item()
@@ -92,10 +119,7 @@ def _eval_of_mean(model: nn.Module, x_eval: torch.Tensor, y_eval: torch.Tensor) 
     """Held-out loss of the mean of the ranks' models (what averaging now would give)."""
     with torch.no_grad():
         saved = [p.detach().clone() for p in model.parameters()]
-        flat = _flat(model)
-        dist.all_reduce(flat)
-        flat /= dist.get_world_size()
-        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+        mean_over_ranks(model.parameters())
         loss = F.cross_entropy(model(x_eval), y_eval).item()
         for p, v in zip(model.parameters(), saved):
             p.copy_(v)
@@ -113,19 +137,17 @@ def run(
     eval_every: int | None = None,
     spread: bool = False,
     **method_kwargs: Any,
-) -> dict[str, Any]:
+) -> Run:
     """On this rank: build the lab task, call ``method(model, opt, batches, log, **method_kwargs)``
-    with its collectives counted, and return plain data: ``losses``, ``fingerprints`` (per step),
-    ``drift`` (with ``spread=True``), ``eval_curve``, ``eval_loss``, ``comm`` (the counter's
-    summary), ``events``, ``synced_steps`` (steps in which the method made a collective),
-    ``step_s``, ``opt_state`` (fingerprint), ``params`` (flat tensor), ``param_bytes``."""
+    with its collectives counted, and return what was measured (a :class:`Run`)."""
     if not dist.is_initialized():
         raise RuntimeError(
             "run() trains on ranks: call it inside a function you start with lab_utils.launch(fn, world_size=2)"
         )
     if steps < 1:
         raise ValueError(f"steps={steps}: need at least one step")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     x, y, x_eval, y_eval = task.make_data(world, seed=seed)
     model = task.make_model(seed=seed)
     opt = task.make_optimizer(optimizer, model.parameters(), lr)
@@ -139,37 +161,37 @@ def run(
         eval_loss = F.cross_entropy(model(x_eval), y_eval).item()
     state = [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor) and v.dim() > 0]
     events = log.counter.events
-    return {
-        "method": method.__name__,
-        "steps": steps,
-        "world_size": world,
-        "losses": log.losses,
-        "fingerprints": log.fingerprints,
-        "drift": log.drift,
-        "eval_curve": log.eval_curve,
-        "eval_loss": eval_loss,
-        "comm": log.counter.summary(),
-        "events": events,
-        "synced_steps": sorted({e.step for e in events}),
-        "step_s": log.step_s,
-        "opt_state": fingerprint(state) if state else "",
-        "params": _flat(model).clone(),
-        "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
-        "n_param_tensors": len(list(model.parameters())),
-    }
+    return Run(
+        method=method.__name__,
+        steps=steps,
+        world_size=world,
+        losses=log.losses,
+        fingerprints=log.fingerprints,
+        drift=log.drift,
+        eval_curve=log.eval_curve,
+        eval_loss=eval_loss,
+        comm=log.counter.summary(),
+        events=events,
+        synced_steps=sorted({e.step for e in events}),
+        step_s=log.step_s,
+        opt_state=fingerprint(state) if state else "",
+        params=flat(model),
+        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+        n_param_tensors=len(list(model.parameters())),
+    )
 
 
-def gather(per_rank: Sequence[dict[str, dict]]) -> dict[str, dict]:
-    """In the kernel: the ranks' ``{name: run}`` dicts -> ``{name: rank 0's run}`` with ``losses``
-    averaged over the ranks and every rank's ``rank_fingerprints`` (per step) and ``rank_params``."""
-    out: dict[str, dict] = {}
+def gather(per_rank: Sequence[dict[str, Run]]) -> dict[str, Run]:
+    """In the kernel: the ranks' ``{name: Run}`` dicts -> ``{name: rank 0's Run}`` with ``losses``
+    averaged over the ranks and every rank's fingerprints, parameters and optimizer state."""
+    out: dict[str, Run] = {}
     for name, first in per_rank[0].items():
         rs = [r[name] for r in per_rank]
-        out[name] = {
-            **first,
-            "losses": torch.tensor([r["losses"] for r in rs]).mean(0).tolist(),
-            "rank_fingerprints": [r["fingerprints"] for r in rs],
-            "rank_params": [r["params"] for r in rs],
-            "rank_opt_state": [r["opt_state"] for r in rs],
-        }
+        out[name] = replace(
+            first,
+            losses=torch.tensor([r.losses for r in rs]).mean(0).tolist(),
+            rank_fingerprints=[r.fingerprints for r in rs],
+            rank_params=[r.params for r in rs],
+            rank_opt_state=[r.opt_state for r in rs],
+        )
     return out

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["SeedStack", "run_seeds", "verdict", "paired_verdict", "spread", "SignTest", "sign_test"]
@@ -121,7 +122,7 @@ def _eval_of_mean(model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor) 
         if dist.is_initialized():
             for p in params:
                 dist.all_reduce(p.data)
-                p.data /= dist.get_world_size()
+                p.data /= dist_info().world_size
         losses = F.cross_entropy(model(x_eval), y_eval, reduction="none").mean(1)
         for p, v in zip(params, saved):
             p.copy_(v)
@@ -145,7 +146,8 @@ def run_seeds(
     ``rounds`` (steps that communicated), ``comm`` (the counter's summary) and ``events``."""
     if steps < 1 or not seeds or evals < 1:
         raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
-    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    me = dist_info()
+    rank, world = me.rank, me.world_size
     data = [task.make_data(world, seed=s) for s in seeds]
     x_eval = torch.stack([d[2] for d in data])
     y_eval = torch.stack([d[3] for d in data])

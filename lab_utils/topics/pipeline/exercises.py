@@ -18,6 +18,7 @@ import torch
 
 import lab_utils
 from lab_utils.checks import grader
+from lab_utils.env import dist_info
 from lab_utils.launch import launch
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.recompute import count_flops
@@ -101,10 +102,10 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
 def schedule_step(kind: str, stage: torch.nn.Module, inputs: list, targets: list) -> None:
     """One step of torch's ``ScheduleGPipe`` or ``Schedule1F1B`` (``kind``) on this rank's stage:
     the graders' own copy of the lab's ``torch_step`` cell (bind ``kind`` with functools.partial)."""
-    import torch.distributed as dist
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-    rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
+    me = dist_info()
+    rank, p, m = me.rank, me.world_size, len(inputs)
     act_in = inputs[0].detach().clone().requires_grad_(rank > 0)
     act_out = inputs[0].detach().clone().requires_grad_()
     pstage = PipelineStage(stage, rank, p, act_in.device, input_args=act_in, output_args=act_out)

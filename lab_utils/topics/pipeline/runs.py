@@ -15,7 +15,7 @@ The step functions (a hand-written loop, one building torch's schedules) and sta
 A step function gets ``stage`` (this rank's part of the model, an nn.Module), ``inputs`` and
 ``targets`` (the m micro-batches; every rank gets them, only the first and last stage use their
 values; the others use their shapes). It accumulates the gradient of the batch-mean loss into the
-stage's parameters and returns nothing. Rank r runs stage r of ``dist.get_world_size()`` stages.
+stage's parameters and returns nothing. Rank r runs stage r of ``world_size`` stages.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from lab_utils import data
 from lab_utils.comm import CommCounter
-from lab_utils.launch import dist_info
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
 from lab_utils.recompute import CallCounter
 from lab_utils.topics.pipeline import stages, timeline, traffic, watch
 
@@ -49,7 +51,8 @@ Wrap = Callable[[nn.Module], nn.Module]
 
 def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
     """This rank's stage of ``stages.model(spec)`` (every rank builds the same seeded model)."""
-    return stages.split(stages.model(spec), dist.get_world_size(), boundaries)[dist.get_rank()]
+    me = dist_info()
+    return stages.split(stages.model(spec), me.world_size, boundaries)[me.rank]
 
 
 def _phase(rank: int, phase: str) -> None:
@@ -73,7 +76,8 @@ def measure(
     replaces the stage first (e.g. a checkpointed stage). Returns, per m: every
     repeat's events, the messages of the last step, this stage's gradient after one step, and the
     module forward calls of that step, normal and recomputed in backward."""
-    rank, dev = dist.get_rank(), dist_info().device  # one GPU per stage under nccl
+    me = dist_info()
+    rank, dev = me.rank, me.device  # one GPU per stage under nccl
     stage = this_stage(spec, boundaries)
     out: dict[str, Any] = {"stage": rank, "blocks": len(stage), "runs": {}}
     stage = (wrap(stage) if wrap is not None else stage).to(dev)
@@ -103,7 +107,7 @@ def measure(
             "events": events,
             "live_peak": live,  # per repeat: the most bytes held for backward at once (measured live)
             "messages": sent.events,  # CommEvents: start / end on the events' clock
-            "grads": stages.flat_grads(stage).cpu(),
+            "grads": flat(stage, grads=True),
             "forward_calls": sum(calls.forward.values()),
             "recomputed": sum(calls.recomputed.values()),
         }
@@ -117,7 +121,8 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     module; e.g. a cell building torch's ``ScheduleInterleaved1F1B``). One untimed step, then one
     recorded. Returns this rank's events (all its stages, ``stage`` = the stage's index), the
     messages of the recorded step, and each of its stages' gradient by stage index."""
-    rank, p, dev = dist.get_rank(), dist.get_world_size(), dist_info().device
+    me = dist_info()
+    rank, p, dev = me.rank, me.world_size, me.device
     n = p * chunks
     parts = stages.split(stages.model(spec), n)
     mine = {rank + k * p: parts[rank + k * p].to(dev) for k in range(chunks)}
@@ -150,7 +155,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     out = {
         "events": events,
         "messages": sent.events,
-        "grads": {idx: stages.flat_grads(part).cpu() for idx, part in mine.items()},
+        "grads": {idx: flat(part, grads=True) for idx, part in mine.items()},
     }
     dist.barrier()
     return out
@@ -166,7 +171,8 @@ def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     counter = CommCounter()
     counter.attach(ddp)
     x, y = (t.to(dev) for t in stages.batch(spec))
-    share = x.chunk(dist.get_world_size())[dist.get_rank()], y.chunk(dist.get_world_size())[dist.get_rank()]
+    me = dist_info()
+    (share,) = data.micro_batches(x, y, k=1, rank=me.rank, world_size=me.world_size)
     stages.loss_fn(ddp(share[0]), share[1]).backward()
     out = {
         "bytes": counter.summary()["bytes"],

@@ -16,13 +16,14 @@ pipeline with m micro-batches divides each micro-batch's mean loss by m (as accu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_utils import models
+from lab_utils import data, models
+from lab_utils.flat import flat
 
 __all__ = [
     "Spec",
@@ -34,7 +35,6 @@ __all__ = [
     "micro_batches",
     "loss_fn",
     "reference_grads",
-    "flat_grads",
 ]
 
 
@@ -50,9 +50,6 @@ class Spec:
     seed: int = 0
     dtype: torch.dtype = torch.float32
     hidden: tuple[int, ...] = ()  # per-block hidden sizes (an uneven model); empty: `depth` equal blocks
-
-    def with_(self, **changes) -> Spec:
-        return replace(self, **changes)
 
 
 def model(spec: Spec) -> nn.Sequential:
@@ -126,11 +123,12 @@ def batch(spec: Spec) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def micro_batches(spec: Spec, m: int) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """The batch cut into ``m`` equal micro-batches (inputs, targets)."""
+    """The batch cut into ``m`` equal micro-batches, in order, as lists of inputs and of targets
+    (``data.micro_batches`` on one process)."""
     if spec.batch % m:
         raise ValueError(f"m={m} does not divide batch={spec.batch}: choose m among its divisors")
-    x, y = batch(spec)
-    return list(x.chunk(m)), list(y.chunk(m))
+    pairs = data.micro_batches(*batch(spec), k=m)
+    return [x for x, _ in pairs], [y for _, y in pairs]
 
 
 def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -138,16 +136,9 @@ def loss_fn(output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(output, target)
 
 
-def flat_grads(parts: Sequence[nn.Module] | nn.Module) -> torch.Tensor:
-    """Every parameter's gradient, flattened into one vector (zeros where there is none)."""
-    mods = [parts] if isinstance(parts, nn.Module) else list(parts)
-    ps = [p for mod in mods for p in mod.parameters()]
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in ps])
-
-
 def reference_grads(spec: Spec) -> torch.Tensor:
     """The gradient of one large-batch step in one process: what every pipeline must equal."""
     net = model(spec)
     x, y = batch(spec)
     loss_fn(net(x), y).backward()
-    return flat_grads(net)
+    return flat(net, grads=True)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from lab_utils.checks import grader
+from lab_utils.env import dist_info
 from lab_utils.launch import launch
 
 __all__ = ["check_mean", "check_broadcast", "check_gather"]
@@ -30,7 +30,7 @@ def _values(world: int) -> list[torch.Tensor]:
 
 
 def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor], world_values: list[list[float]]) -> list[Any]:
-    x = torch.tensor(world_values[dist.get_rank()])
+    x = torch.tensor(world_values[dist_info().rank])
     out = fn(x.clone())
     return out.tolist() if isinstance(out, torch.Tensor) else out
 
@@ -53,7 +53,7 @@ def check_mean(mean_across_ranks: Callable[[torch.Tensor], torch.Tensor]) -> str
 
 
 def _run_broadcast(fn: Callable[[int], int]) -> int:
-    return int(fn(1000 + 7 * dist.get_rank()))
+    return int(fn(1000 + 7 * dist_info().rank))
 
 
 @grader(
@@ -68,7 +68,7 @@ def check_broadcast(agree_on_seed: Callable[[int], int]) -> str:
 
 
 def _run_gather(fn: Callable[[dict], list]) -> list:
-    return fn({"rank": dist.get_rank(), "pid": os.getpid()})
+    return fn({"rank": dist_info().rank, "pid": os.getpid()})
 
 
 @grader(

@@ -2,7 +2,7 @@
 
 One real torchrun (a script that forgets set_epoch: the probe must see the repeated order); the
 judge's other verdicts on records of the shape the probe writes. The solution passes in the
-solved lab (tests/test_exercises.py)."""
+solved lab (tests/solved_cells.py)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
-from lab_utils import CommCounter, launch
+from lab_utils import CommCounter, data, launch
+from lab_utils.flat import flat
 from lab_utils.topics.fsdp import holdings, traffic, workload, zero
 
 WIDTH, DEPTH, K = 8, 2, 3
@@ -37,7 +38,7 @@ def _sync_last(model, opt, micro):
 def _all() -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = workload.dataset(world * K * 2, WIDTH)
-    micro = workload.micro_batches(x, y, k=K, rank=rank, world_size=world)
+    micro = data.micro_batches(x, y, k=K, rank=rank, world_size=world)
     out = {}
     model = _shard(workload.model(WIDTH, DEPTH))
     opt = torch.optim.AdamW(model.parameters())
@@ -61,7 +62,7 @@ def _all() -> dict:
     counter = CommCounter()
     with counter.track():
         zero.paper_step(paper, *(t.chunk(world)[rank] for t in (x, y)), lr=1e-2)
-    out["paper"] = {"params": workload.flat_params(paper), "per_op": traffic.per_op(counter.events)}
+    out["paper"] = {"params": flat(paper), "per_op": traffic.per_op(counter.events)}
     return out
 
 

@@ -1,4 +1,4 @@
-"""workload: micro-batches cover the batch once, the reference is one large-batch AdamW step."""
+"""workload: the reference is one large-batch AdamW step."""
 
 from __future__ import annotations
 
@@ -6,16 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lab_utils.flat import flat
 from lab_utils.topics.fsdp import workload
-
-
-def test_micro_batches_partition_the_batch():
-    x, y = workload.dataset(24, 4)
-    pieces = [mb for r in range(2) for mb in workload.micro_batches(x, y, k=3, rank=r, world_size=2)]
-    assert len(pieces) == 6 and all(len(px) == 4 for px, _ in pieces)
-    assert torch.equal(torch.cat([px for px, _ in pieces]), x)
-    with pytest.raises(ValueError, match="world_size \\* k = 5"):
-        workload.micro_batches(x, y, k=5, rank=0, world_size=1)
 
 
 def test_reference_is_adamw_on_the_whole_batch():
@@ -25,15 +17,15 @@ def test_reference_is_adamw_on_the_whole_batch():
     opt = torch.optim.AdamW(net.parameters(), lr=0.1)
     F.mse_loss(net(x), y).backward()
     opt.step()
-    assert torch.equal(got, workload.flat_params(net))
-    assert not torch.equal(got, workload.flat_params(workload.model(4, 2)))  # it did train
+    assert torch.equal(got, flat(net))
+    assert not torch.equal(got, flat(workload.model(4, 2)))  # it did train
 
 
 def test_compute_seconds_are_measured_and_grow_with_the_batch():
     threads = torch.get_num_threads()
-    small = workload.compute_seconds(width=64, depth=2, batch=8, repeat=2)
-    big = workload.compute_seconds(width=64, depth=2, batch=1024, repeat=2)
+    small = workload.compute_seconds(width=64, depth=2, batch=8, world_size=2, repeat=2)
+    big = workload.compute_seconds(width=64, depth=2, batch=1024, world_size=2, repeat=2)
     assert all(s > 0 for s in small) and big[0] > small[0] and big[1] > small[1]
     assert torch.get_num_threads() == threads  # one thread while measuring, restored after
     with pytest.raises(ValueError, match="repeat=0"):
-        workload.compute_seconds(width=4, depth=1, batch=2, repeat=0)
+        workload.compute_seconds(width=4, depth=1, batch=2, world_size=2, repeat=0)

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from lab_utils.flat import flat
 from lab_utils.topics.fsdp import workload
 from tests.topics.fsdp.conftest import DEPTH, PARAM_BYTES, WIDTH, K
 
@@ -18,7 +19,7 @@ def test_paper_step_is_one_adamw_step_on_the_mean_gradient(runs):
     F.mse_loss(net(x), y).backward()  # equal halves: the mean of the ranks' means
     torch.optim.AdamW(net.parameters(), lr=1e-2).step()
     for r in runs:
-        assert (r["paper"]["params"] - workload.flat_params(net)).abs().max() <= 1e-12
+        assert (r["paper"]["params"] - flat(net)).abs().max() <= 1e-12
 
 
 def test_paper_step_moves_one_all_reduce_worth_of_bytes(runs):

@@ -142,6 +142,6 @@ def _forgets_the_ranks(accelerator, token_loss_sum, window_tokens):
 
 @pytest.mark.slow
 def test_window_loss_fails_a_local_count_and_a_forgotten_mean_over_ranks():
-    # the right answer is graded ✓ in tests/test_exercises.py (the solved lab)
+    # the right answer is graded ✓ in the solved lab (tests/solved_cells.py)
     assert "weighted unequally" in _fails(exercises.check_window_loss, _local_count)
     assert "0.5x one big batch" in _fails(exercises.check_window_loss, _forgets_the_ranks)

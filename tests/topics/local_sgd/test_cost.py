@@ -9,6 +9,7 @@ import pytest
 from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS, allreduce_seconds
 from lab_utils.topics.local_sgd import cost, task
+from tests.topics.local_sgd.fake import fake_run
 
 PBYTES = 11_082 * 4
 TENSOR_BYTES = [2048 * 4, 64 * 4, 4160 * 4 - 64 * 4, 64 * 4, 4160 * 4 - 64 * 4, 64 * 4, 640 * 4, 10 * 4]
@@ -20,7 +21,7 @@ def local_run(steps=16, H=4, exit_step=None):
     events = [
         CommEvent(op="all_reduce", nbytes=n, step=s, source="torch.distributed") for s in at for n in TENSOR_BYTES
     ]
-    return {"steps": steps, "events": events, "step_s": [1e-3] * steps}
+    return fake_run(steps=steps, events=events, step_s=[1e-3] * steps)
 
 
 def test_tensor_sizes_are_the_lab_model():
@@ -48,10 +49,10 @@ def test_averaging_at_exit_is_added_to_the_end():
 
 
 def test_compute_per_step_is_the_median():
-    runs = {"a": {"step_s": [1.0, 2.0, 9.0]}, "b": {"step_s": [3.0, 100.0]}}
+    runs = {"a": fake_run(step_s=[1.0, 2.0, 9.0]), "b": fake_run(step_s=[3.0, 100.0])}
     assert cost.compute_per_step(runs) == 3.0
     with pytest.raises(ValueError, match="step_s"):
-        cost.compute_per_step({"a": {"step_s": []}})
+        cost.compute_per_step({"a": fake_run(step_s=[])})
 
 
 def test_ddp_all_reduce_hides_behind_the_backward_averaging_does_not():

@@ -2,35 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS
 from lab_utils.topics.local_sgd import figures
+from tests.topics.local_sgd.fake import fake_run
 
 
-def fake_run(steps=8, H=4, bytes_=1000):
+def local_run(steps=8, H=4, bytes_=1000):
     events = [
         CommEvent(op="all_reduce", nbytes=bytes_, step=s, source="torch.distributed") for s in range(H - 1, steps, H)
     ]
-    return {
-        "steps": steps,
-        "events": events,
-        "synced_steps": list(range(H - 1, steps, H)),
-        "drift": [0.1 * (s % H + 1) if (s + 1) % H else 0.0 for s in range(steps)],
-        "eval_curve": [(s, 2.0 / s) for s in range(2, steps + 1, 2)],
-        "comm": {"bytes": len(events) * bytes_},
-    }
+    return fake_run(
+        steps=steps,
+        events=events,
+        synced_steps=list(range(H - 1, steps, H)),
+        drift=[0.1 * (s % H + 1) if (s + 1) % H else 0.0 for s in range(steps)],
+        eval_curve=[(s, 2.0 / s) for s in range(2, steps + 1, 2)],
+        comm={"bytes": len(events) * bytes_},
+    )
 
 
-RUNS = {"DDP": fake_run(H=1), "H=1": fake_run(H=1), "H=4": fake_run(H=4)}
+RUNS = {"DDP": local_run(H=1), "H=1": local_run(H=1), "H=4": local_run(H=4)}
 
 
 def test_spread_marks_the_averagings():
     fig = figures.spread(RUNS["H=4"])
     assert list(fig.data[1].x) == [3, 7] and list(fig.data[1].y) == [0.0, 0.0]
     with pytest.raises(ValueError, match="spread=True"):
-        figures.spread({**RUNS["H=4"], "drift": []})
+        figures.spread(replace(RUNS["H=4"], drift=[]))
 
 
 def test_loss_traffic_and_time_figures():

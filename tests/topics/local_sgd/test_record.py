@@ -67,13 +67,6 @@ def flat_with_exit(model, opt, batches, log, H):
         average_flat(model)
 
 
-def train_flat(H: int = 4, steps: int = STEPS, seed: int = 0) -> dict:
-    """What torchrun runs (it imports this module): local SGD with the flat averaging, as JSON."""
-    out = record.run(train_local, steps=steps, seed=seed, H=H, average=average_flat)
-    out["params"] = out["params"].tolist()
-    return out
-
-
 def forgets_to_log(model, opt, batches, log):
     for _ in batches:
         pass
@@ -97,43 +90,43 @@ def runs():
 
 
 def test_bytes_are_one_over_h_of_ddp_and_match_the_model_size(runs):
-    assert runs["DDP"]["param_bytes"] == PBYTES
-    assert runs["DDP"]["comm"]["bytes"] == STEPS * PBYTES  # one gradient of every param per step, eval not counted
-    assert runs["H=4"]["comm"]["bytes"] * 4 == runs["DDP"]["comm"]["bytes"]
+    assert runs["DDP"].param_bytes == PBYTES
+    assert runs["DDP"].comm["bytes"] == STEPS * PBYTES  # one gradient of every param per step, eval not counted
+    assert runs["H=4"].comm["bytes"] * 4 == runs["DDP"].comm["bytes"]
     # per tensor (4 Linear weights and biases) vs one flat buffer: same bytes, 8x the collectives
-    assert runs["H=4"]["comm"]["collectives"] == 8 * runs["H=4 flat"]["comm"]["collectives"] == 8 * STEPS // 4
-    assert runs["H=4"]["comm"]["bytes"] == runs["H=4 flat"]["comm"]["bytes"]
+    assert runs["H=4"].comm["collectives"] == 8 * runs["H=4 flat"].comm["collectives"] == 8 * STEPS // 4
+    assert runs["H=4"].comm["bytes"] == runs["H=4 flat"].comm["bytes"]
 
 
 def test_parameters_equal_after_averaging_and_differ_between(runs):
     r = runs["H=4"]
-    assert r["synced_steps"] == list(range(3, STEPS, 4))
-    per_step = list(zip(*r["rank_fingerprints"]))
+    assert r.synced_steps == list(range(3, STEPS, 4))
+    per_step = list(zip(*r.rank_fingerprints))
     for s, prints in enumerate(per_step):
-        assert (prints[0] == prints[1]) == (s in r["synced_steps"]), s
-    assert all((d == 0.0) == (s in r["synced_steps"]) for s, d in enumerate(r["drift"]))
+        assert (prints[0] == prints[1]) == (s in r.synced_steps), s
+    assert all((d == 0.0) == (s in r.synced_steps) for s, d in enumerate(r.drift))
 
 
 def test_exit_averaging_when_steps_not_a_multiple_of_h(runs):
     r = runs["H=5 flat"]
-    assert r["synced_steps"] == [4, 9, 14, 19, 24, 29, STEPS]  # the last one after the last step
-    assert r["rank_fingerprints"][0][-1] != r["rank_fingerprints"][1][-1]  # after step 31, not yet equal
-    assert torch.equal(r["rank_params"][0], r["rank_params"][1])  # equal at the end
-    assert r["comm"]["bytes"] == 7 * PBYTES and r["comm"]["collectives"] == 7
+    assert r.synced_steps == [4, 9, 14, 19, 24, 29, STEPS]  # the last one after the last step
+    assert r.rank_fingerprints[0][-1] != r.rank_fingerprints[1][-1]  # after step 31, not yet equal
+    assert torch.equal(r.rank_params[0], r.rank_params[1])  # equal at the end
+    assert r.comm["bytes"] == 7 * PBYTES and r.comm["collectives"] == 7
 
 
 def test_h1_equals_ddp_with_sgd_not_with_adam(runs):
-    assert (runs["H=1"]["params"] - runs["DDP"]["params"]).abs().max() < 1e-5
-    assert (runs["adam H=1"]["params"] - runs["adam DDP"]["params"]).abs().max() > 1e-3
-    assert len(set(runs["adam H=1"]["rank_opt_state"])) == 2  # the optimizer state is never communicated
-    assert len(set(runs["adam DDP"]["rank_opt_state"])) == 1
+    assert (runs["H=1"].params - runs["DDP"].params).abs().max() < 1e-5
+    assert (runs["adam H=1"].params - runs["adam DDP"].params).abs().max() > 1e-3
+    assert len(set(runs["adam H=1"].rank_opt_state)) == 2  # the optimizer state is never communicated
+    assert len(set(runs["adam DDP"].rank_opt_state)) == 1
 
 
 def test_record_keeps_curves(runs):
     r = runs["H=4"]
-    assert [s for s, _ in r["eval_curve"]] == list(range(2, STEPS + 1, 2))  # every steps // 16
-    assert len(r["losses"]) == len(r["step_s"]) == STEPS
-    assert r["eval_curve"][-1][1] < r["eval_curve"][0][1]  # it learns
+    assert [s for s, _ in r.eval_curve] == list(range(2, STEPS + 1, 2))  # every steps // 16
+    assert len(r.losses) == len(r.step_s) == STEPS
+    assert r.eval_curve[-1][1] < r.eval_curve[0][1]  # it learns
 
 
 def _forgets():

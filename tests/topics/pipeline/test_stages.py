@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_utils.flat import flat
 from lab_utils.topics.pipeline import stages
 
 SPEC = stages.Spec(depth=6, width=8, batch=12, dtype=torch.float64)
@@ -57,9 +58,9 @@ def test_reference_is_the_accumulated_gradient():
     xs, ys = stages.micro_batches(SPEC, 4)
     for x, y in zip(xs, ys):
         (F.mse_loss(net(x), y) / 4).backward()
-    assert (stages.flat_grads(net) - stages.reference_grads(SPEC)).abs().max() < 1e-12
+    assert (flat(net, grads=True) - stages.reference_grads(SPEC)).abs().max() < 1e-12
     # without the 1/m the gradient is m times too large: the reference tells them apart
-    assert (4 * stages.flat_grads(net) - stages.reference_grads(SPEC)).abs().max() > 1e-3
+    assert (4 * flat(net, grads=True) - stages.reference_grads(SPEC)).abs().max() > 1e-3
 
 
 def test_uneven_model_keeps_the_boundary_shape():

@@ -1,0 +1,17 @@
+"""A ``record.Run`` built by hand, for tests of what consumes runs (figures, costs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lab_utils.topics.local_sgd.record import Run
+
+
+def fake_run(**fields: Any) -> Run:
+    """A Run whose unnamed fields are empty: pass the ones the code under test reads."""
+    empty: dict[str, Any] = dict(method="fake", steps=0, world_size=2, losses=[], fingerprints=[], drift=[],
+                                 eval_curve=[], eval_loss=0.0, comm={}, events=[], synced_steps=[], step_s=[],
+                                 opt_state="", params=torch.zeros(0), param_bytes=0, n_param_tensors=0)  # fmt: skip
+    return Run(**{**empty, **fields})
