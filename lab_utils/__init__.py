@@ -1,7 +1,7 @@
 """lab_utils: the shared, tested machinery behind the labs.
 
     import lab_utils
-    lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launch.py)
+    lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launcher.py)
     lab_utils.CommCounter()                   # collectives and bytes (comm.py)
     lab_utils.simnet.LINKS["1GbE"]            # modelled links (simnet.py)
 
@@ -23,7 +23,7 @@ package per lab holding its topic code, its figures and its exercise graders
 from lab_utils import checks, data, env, errors, models, overlap, simnet, timing
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import device, lab_size, pick, versions
-from lab_utils.launch import (
+from lab_utils.launcher import (
     DistInfo,
     RankResults,
     dist_info,

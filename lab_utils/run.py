@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from lab_utils.env import dist_info, threads_per_rank
-from lab_utils.launch import resolve_backend
+from lab_utils.launcher import resolve_backend
 
 __all__ = ["load_function", "save_function", "main"]
 

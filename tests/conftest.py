@@ -162,7 +162,7 @@ def torchrun_two_agents(
     import subprocess
     import sys
 
-    from lab_utils.launch import free_port
+    from lab_utils.launcher import free_port
 
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
     common = (

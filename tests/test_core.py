@@ -192,3 +192,14 @@ def test_a_topic_package_loads_lazily_and_its_rank_side_imports_no_plotting(topi
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "[]"], f"{package.__name__}, then {rank_side}, imported {out.stdout}"
+
+
+def test_no_module_is_shadowed_by_a_name_of_its_package():
+    """``lab_utils.X`` is the module X wherever there is one (a function ``launch`` once hid the
+    module ``launch``, so ``lab_utils.launch.free_port`` failed)."""
+    import lab_utils
+
+    for info in pkgutil.walk_packages(lab_utils.__path__, "lab_utils."):
+        module = importlib.import_module(info.name)
+        parent, _, name = info.name.rpartition(".")
+        assert getattr(importlib.import_module(parent), name) is module, f"{parent}.{name} is not the module"

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from lab_utils import launch
 from lab_utils.errors import LaunchTimeout, RankDiedError, RankError
 from lab_utils.examples import allreduce_demo, ddp_regression
-from lab_utils.launch import max_world_size, resolve_backend
+from lab_utils.launcher import max_world_size, resolve_backend
 from tests.conftest import cuda_count, rank_processes, wait_no_ranks
 
 pytestmark = pytest.mark.usefixtures("no_orphans")

@@ -25,7 +25,7 @@ from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.errors import LaunchTimeout
 from lab_utils.flat import flat
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,

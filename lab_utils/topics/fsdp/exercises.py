@@ -27,7 +27,7 @@ from lab_utils import data
 from lab_utils.checks import grader
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.fsdp import holdings, traffic, workload
 
 __all__ = ["check_rank_bytes", "check_fewer_gathers", "check_hsdp_windows", "uneven_model", "RecordingOptimizer"]

@@ -266,7 +266,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
     "(÷ gradient_accumulation_steps) and DDP (mean over ranks) divide the loss you hand it",
 )
 def check_window_loss(window_loss: Callable[..., Any]) -> str:
-    from lab_utils.launch import launch
+    from lab_utils.launcher import launch
 
     ranks = launch(token_window_rank, world_size=2, args=(window_loss,), timeout=120)
     r = ranks[0]

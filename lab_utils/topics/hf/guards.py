@@ -20,7 +20,7 @@ from typing import Any
 
 from accelerate.state import AcceleratorState
 
-from lab_utils.launch import free_port
+from lab_utils.launcher import free_port
 
 __all__ = [
     "accelerator_exists",

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lab_utils.launch import free_port
+from lab_utils.launcher import free_port
 from lab_utils.topics.hf.guards import check_port_free
 
 __all__ = ["LAUNCHERS", "command", "job_script", "shown", "run", "run_all"]

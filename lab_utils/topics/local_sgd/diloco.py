@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description="Run the stored DiLoCo study on 2 ranks and write it.")
     ap.add_argument("--out", type=Path, default=STORED_FILE)
     a = ap.parse_args(argv)
-    from lab_utils.launch import launch
+    from lab_utils.launcher import launch
 
     ranks = launch(grid, 2, kwargs=dict(**STORED, evals=16), timeout=3600)
     config = dict(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1))

@@ -20,7 +20,7 @@ from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import mean_over_ranks
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 

@@ -19,7 +19,7 @@ import torch
 import lab_utils
 from lab_utils.checks import grader
 from lab_utils.env import dist_info
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.recompute import count_flops
 from lab_utils.topics.pipeline import runs, stages, timeline, watch

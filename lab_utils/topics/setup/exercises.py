@@ -17,7 +17,7 @@ import torch
 
 from lab_utils.checks import grader
 from lab_utils.env import dist_info
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 
 __all__ = ["check_mean", "check_broadcast", "check_gather"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_utils.launch import free_port
+from lab_utils.launcher import free_port
 from lab_utils.topics.hf import scripts
 from tests.conftest import cuda_count
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from accelerate import DistributedType
 from accelerate.local_sgd import LocalSGD
 
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import run_accelerate
 
 pytestmark = pytest.mark.usefixtures("no_orphans")

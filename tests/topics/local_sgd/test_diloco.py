@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import diloco
 
 

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from lab_utils.launch import launch
+from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import record
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -134,7 +134,7 @@ def _forgets():
 
 
 def test_errors_say_what_to_do():
-    with pytest.raises(RuntimeError, match="lab_utils.launch"):
+    with pytest.raises(RuntimeError, match="lab_utils.launcher"):
         record.run(train_ddp, steps=4)
     with pytest.raises(Exception, match="log\\(loss\\) 0 times"):
         launch(_forgets, 2, timeout=120)
