@@ -57,6 +57,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
+from lab_utils.env import dist_info
+
 __all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
 
 # Functions that move tensor data between ranks, and the argument that holds the tensor(s).
@@ -189,9 +191,10 @@ class CommCounter:
     def _record(
         self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int | None = None, **more: Any
     ) -> CommEvent:
-        rank = dist.get_rank() if dist.is_initialized() else 0
+        info = dist_info()
+        rank = info.rank
         if group_size is None:
-            group_size = dist.get_world_size() if dist.is_initialized() else 0
+            group_size = info.world_size if info.backend != "none" else 0  # 0: no process group
         in_backward = torch._C._current_graph_task_id() >= 0
         event = CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward, **more)
         self.events.append(event)
@@ -295,7 +298,7 @@ class CommCounter:
         mine = [asdict(e) for e in self.events]
         if not dist.is_initialized():
             return [[CommEvent(**d) for d in mine]]
-        out: list[Any] = [None] * dist.get_world_size()
+        out: list[Any] = [None] * dist_info().world_size
         with self.paused():
             dist.all_gather_object(out, mine)
         return [[CommEvent(**d) for d in per_rank] for per_rank in out]

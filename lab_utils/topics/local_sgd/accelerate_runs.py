@@ -25,11 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from accelerate import Accelerator
 
 from lab_utils.accelerate_meter import LoopMeter
 from lab_utils.checks import fingerprint
+from lab_utils.env import dist_info
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["run_accelerate"]
@@ -49,7 +49,7 @@ def run_accelerate(
     rank (or alone, without a process group) and return what was counted (see the module doc)."""
     if accumulation < 1 or micro_batches < 1:
         raise ValueError(f"accumulation={accumulation}, micro_batches={micro_batches}: both must be >= 1")
-    world = dist.get_world_size() if dist.is_initialized() else 1
+    world = dist_info().world_size
     accelerator = Accelerator(cpu=not torch.cuda.is_available(), gradient_accumulation_steps=accumulation)
     if accelerator.num_processes != world:
         raise RuntimeError(

@@ -21,9 +21,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import torch.distributed as dist
-
 from lab_utils.comm import CommCounter, CommEvent
+from lab_utils.env import dist_info
 from lab_utils.overlap import backward_with_comm, evenly_ready
 from lab_utils.simnet import Link
 from lab_utils.topics.pipeline import timeline, watch
@@ -50,7 +49,7 @@ def bytes_to(events: Iterable[CommEvent]) -> dict[int, int]:
 
 
 def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
-    st = watch.status(dist.get_rank())
+    st = watch.status(dist_info().rank)
     index = st.message(event.op, event.peer) if st is not None else -1  # inside watch.naming_stages
     return _Watched(work, st, index, event, now)
 
@@ -70,7 +69,7 @@ class _Watched:
             try:
                 out = self._work.wait(datetime.timedelta(seconds=self._status.stall_s))
             except RuntimeError:
-                raise self._status.stalled(dist.get_world_size()) from None
+                raise self._status.stalled(dist_info().world_size) from None
         self._event.end = self._now()
         if self._status is not None:
             self._status.completed(self._index)
