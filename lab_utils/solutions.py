@@ -33,8 +33,10 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
+if TYPE_CHECKING:
+    import nbformat
 
 __all__ = [
     "LABS",
@@ -162,8 +164,16 @@ def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
     return out
 
 
+def _nbformat():
+    """nbformat, imported on first use: it pulls in jsonschema (3 s on a 2-core laptop), and a rank
+    that unpickles a function from a module importing ``solution`` must not pay for it."""
+    import nbformat
+
+    return nbformat
+
+
 def _pair(notebook: Path) -> tuple[nbformat.NotebookNode, dict[str, Exercise], dict[str, int]]:
-    nb = nbformat.read(notebook, as_version=4)
+    nb = _nbformat().read(notebook, as_version=4)
     cells = exercise_cells(nb)
     sol_path = solutions_file(notebook)
     sols = read_solutions(sol_path) if sol_path.exists() else {}
@@ -189,7 +199,7 @@ def sync(notebook: Path) -> list[str]:
         nb.cells[cells[ex]].source = sols[ex].student
         nb.cells[cells[ex]].outputs = []
     if changed:
-        nbformat.write(nb, notebook)
+        _nbformat().write(nb, notebook)
     return changed
 
 
@@ -236,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for p in labs:
-        nbformat.write(solved_notebook(p), out / p.name)
+        _nbformat().write(solved_notebook(p), out / p.name)
         print(f"{out / p.name}")
     return 0
 
