@@ -237,9 +237,7 @@ def naive_update(
     contention: Contention | None = None,
 ) -> float:
     """Seconds per update when every one of ``k`` micro-steps all-reduces (overlapped)."""
-    _check(world_size, k)
-    step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size, contention=contention)
-    return k * (micro.forward_s + step.end_s) + optimizer_s
+    return k * _synced_micro_step(micro, link, world_size, k, contention) + optimizer_s
 
 
 def no_sync_update(
@@ -252,10 +250,15 @@ def no_sync_update(
     contention: Contention | None = None,
 ) -> float:
     """Seconds per update when ``k - 1`` micro-steps run under ``no_sync`` and the last one all-reduces."""
+    last = _synced_micro_step(micro, link, world_size, k, contention)
+    return (k - 1) * (micro.forward_s + micro.backward_s) + last + optimizer_s
+
+
+def _synced_micro_step(micro: MicroStep, link: Link, world_size: int, k: int, contention: Contention | None) -> float:
+    """Forward, then the backward with its buckets' all-reduces overlapped: one synchronised micro-step."""
     _check(world_size, k)
     step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size, contention=contention)
-    last = micro.forward_s + step.end_s
-    return (k - 1) * (micro.forward_s + micro.backward_s) + last + optimizer_s
+    return micro.forward_s + step.end_s
 
 
 def serial_seconds(ops: Sequence[tuple[str, float]], link: Link, world_size: int) -> float:

@@ -154,6 +154,7 @@ def run_script(fn: Callable[[str], Any], timeout_s: float = TIMEOUT_S) -> Script
                str(script), str(ckpt)]  # fmt: skip
         env = dict(os.environ, OMP_NUM_THREADS="1", **{_PROBE_ENV: work})
         env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: as every other torchrun the labs start
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, stdin=subprocess.DEVNULL)  # fmt: skip
         try:
