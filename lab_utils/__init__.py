@@ -14,8 +14,8 @@ Accelerate loop metered from outside), ``simnet`` (link model),
 ``plan`` (``python -m lab_utils.plan``: the per-strategy plan for a model you bring),
 ``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data`` (with the one
 micro-batching rule), ``flat`` (many tensors as one vector), ``env`` (size,
-device, rank, versions), ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs
-from one source), ``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one
+device, rank, versions), ``checks`` (claims and exercise graders),
+``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one
 package per lab holding its topic code, its figures and its exercise graders
 (``lab_utils.topics.ddp`` is lab 3's).
 """
