@@ -23,8 +23,8 @@ from lab_utils.topics.pipeline.timeline import Event, formula
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
 
 
-def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, label: str) -> list[go.Bar]:
-    rows = [(i, e if isinstance(e, Event) else Event(**e)) for i, row in enumerate(events_per_row) for e in row]
+def _traces(events_per_row: Sequence[Iterable[Event]], showlegend: bool, label: str) -> list[go.Bar]:
+    rows = [(i, e) for i, row in enumerate(events_per_row) for e in row]
     t0 = min((e.start for _, e in rows), default=0.0)
     traces = []
     for i, e in sorted(rows, key=lambda r: (r[1].kind != "F", r[1].micro_batch, r[0])):
@@ -49,7 +49,7 @@ def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, 
     return traces
 
 
-def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str = "") -> go.Figure:
+def timeline(events_per_stage: Sequence[Iterable[Event]], *, title: str = "") -> go.Figure:
     """One step of a real run: a row per stage, a bar per forward (plain) and backward
     (hatched), coloured by micro-batch; the white gaps are the bubble."""
     fig = go.Figure(_traces(events_per_stage, True, "stage"))
@@ -58,7 +58,7 @@ def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str =
     return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
 
 
-def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: str = "") -> go.Figure:
+def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "") -> go.Figure:
     """Several timelines (e.g. one per schedule) stacked on a shared time axis, a row per rank
     (a rank may run several stages: the hover text says which)."""
     names = list(runs)

@@ -20,6 +20,7 @@ stage's parameters and returns nothing. Rank r runs stage r of ``world_size`` st
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -101,7 +102,7 @@ def measure(
             ):
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
-            events.append([e.as_dict() for e in rec.events])
+            events.append(rec.events)
             live.append(rec.live.peak)
         out["runs"][m] = {
             "events": events,
@@ -144,14 +145,13 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     finally:
         for rec in recorders:
             rec.__exit__(None, None, None)
-    events = sorted((e.as_dict() for rec in recorders for e in rec.events), key=lambda e: e["start"])
-    # the recorders start a few microseconds apart: one origin for the rank
-    t0 = min(rec.start for rec in recorders)
-    for rec in recorders:
-        for e in events:
-            if e["stage"] == rec.index:
-                e["start"] += rec.start - t0
-                e["end"] += rec.start - t0
+    t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
+    shifted = (
+        dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
+        for rec in recorders
+        for e in rec.events
+    )
+    events = sorted(shifted, key=lambda e: e.start)
     out = {
         "events": events,
         "messages": sent.events,

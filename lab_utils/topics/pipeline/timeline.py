@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -36,7 +36,6 @@ from lab_utils.topics.pipeline.live import LiveBytes, LiveMeter
 __all__ = [
     "Event",
     "Recorder",
-    "as_events",
     "span",
     "bubble",
     "replay",
@@ -60,9 +59,6 @@ class Event:
     end: float
     saved_bytes: int = 0
     live_bytes: int = 0  # bytes the stage held for backward (all micro-batches) when this piece ended
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 class Recorder:
@@ -148,26 +144,21 @@ class Recorder:
         self._handles.clear()
 
 
-def as_events(events: Iterable[Event | dict]) -> list[Event]:
-    """Events from ``Event``s or their dicts (as ranks return them)."""
-    return [e if isinstance(e, Event) else Event(**e) for e in events]
-
-
-def span(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+def span(events_per_stage: Sequence[Iterable[Event]]) -> float:
     """Seconds from the first piece of work on any stage to the end of the last."""
-    evs = [e for ev in events_per_stage for e in as_events(ev)]
+    evs = [e for ev in events_per_stage for e in ev]
     return max(e.end for e in evs) - min(e.start for e in evs)
 
 
-def busy_seconds(events: Iterable[Event | dict]) -> float:
+def busy_seconds(events: Iterable[Event]) -> float:
     """Seconds spent computing (forwards and backwards)."""
-    return sum(e.end - e.start for e in as_events(events))
+    return sum(e.end - e.start for e in events)
 
 
-def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+def bubble(events_per_stage: Sequence[Iterable[Event]]) -> float:
     """Measured idle fraction of one step: 1 - (time computing, summed over the p stages) /
     (p x the step's duration from the first forward to the last backward on any stage)."""
-    stages = [as_events(ev) for ev in events_per_stage]
+    stages = [list(ev) for ev in events_per_stage]
     if not stages or not all(stages):
         raise ValueError("bubble: give one non-empty list of events per stage (every rank's recorder)")
     t0 = min(e.start for ev in stages for e in ev)
@@ -176,7 +167,7 @@ def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
 
 
 def replay(
-    events_per_stage: Sequence[Iterable[Event | dict]],
+    events_per_stage: Sequence[Iterable[Event]],
     *,
     slots: bool = False,
     link: Link | None = None,
@@ -197,7 +188,7 @@ def replay(
     Each stage sends on its own link, one message at a time in the order its work produced them,
     while it goes on computing (asynchronous sends): ``lab_utils.overlap``'s queue
     (``backward_with_comm``), with the stage's messages as its buckets."""
-    stages = [sorted(as_events(ev), key=lambda e: e.start) for ev in events_per_stage]
+    stages = [sorted(ev, key=lambda e: e.start) for ev in events_per_stage]
     p = len(stages)
     done: dict[tuple[int, str, int], float] = {}  # when a piece's output is there for its consumer
     out: list[list[Event]] = [[] for _ in range(p)]
@@ -246,9 +237,9 @@ def formula(p: int, m: int) -> float:
     return (p - 1) / (m + p - 1)
 
 
-def order(events: Iterable[Event | dict]) -> list[str]:
+def order(events: Iterable[Event]) -> list[str]:
     """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
-    return [f"{e.kind}{e.micro_batch}" for e in sorted(as_events(events), key=lambda e: e.start)]
+    return [f"{e.kind}{e.micro_batch}" for e in sorted(events, key=lambda e: e.start)]
 
 
 @dataclass(frozen=True)
@@ -280,7 +271,7 @@ def idle_split(runs_per_stage: Sequence[dict], repeat: int = -1) -> Idle:
     are those of the last repeat, so ``repeat`` defaults to it). Blocked time is the union of each
     stage's stamped send and receive intervals, clipped to the step."""
     evs = [r["events"][repeat] for r in runs_per_stage]
-    t0 = min(e["start"] if isinstance(e, dict) else e.start for ev in evs for e in ev)
+    t0 = min(e.start for ev in evs for e in ev)
     t1 = t0 + span(evs)
     blocked = 0.0
     for r in runs_per_stage:

@@ -79,7 +79,9 @@ class _Watched:
         return getattr(self._work, name)
 
 
-def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_bytes: float, link: Link) -> float:
+def pipeline_step_seconds(
+    events_per_stage: Sequence[Iterable[timeline.Event]], message_bytes: float, link: Link
+) -> float:
     """Modelled seconds of one pipeline step on ``link``: the recorded work of every stage (its
     order and measured durations) with each message (``message_bytes``) sent on the sender's link
     while it goes on computing, and each piece waiting for its message (``timeline.replay``)."""
@@ -87,14 +89,14 @@ def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_byt
 
 
 def ddp_step_seconds(
-    events_per_stage: Sequence[Iterable[Any]], bucket_bytes: Sequence[float], link: Link, world_size: int
+    events_per_stage: Sequence[Iterable[timeline.Event]], bucket_bytes: Sequence[float], link: Link, world_size: int
 ) -> float:
     """Modelled seconds of one DDP step doing the same work on ``world_size`` ranks: each rank
     runs the whole model on 1/world_size of the batch, so its forward (backward) takes the sum of
     every stage's recorded forwards (backwards) / world_size; the buckets (``bucket_bytes`` in the
     order DDP all-reduced them) become ready as the backward produces their share of the gradient
     bytes and are all-reduced while it goes on (``lab_utils.overlap.backward_with_comm``)."""
-    evs = [e for ev in events_per_stage for e in timeline.as_events(ev)]
+    evs = [e for ev in events_per_stage for e in ev]
     forward = sum(e.end - e.start for e in evs if e.kind == "F") / world_size
     backward = sum(e.end - e.start for e in evs if e.kind == "B") / world_size
     return forward + backward_with_comm(evenly_ready(bucket_bytes, backward), backward, link, world_size).end_s
