@@ -26,7 +26,6 @@ __all__ = [
     "cmp",
     "check",
     "max_abs_diff",
-    "params_close",
     "param_max_diff",
     "fingerprint",
     "grader",
@@ -85,11 +84,6 @@ def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Modu
     if len(pa) != len(pb):
         raise ValueError(f"different numbers of parameters: {len(pa)} vs {len(pb)}")
     return max((max_abs_diff(x, y) for x, y in zip(pa, pb)), default=0.0)
-
-
-def params_close(a, b, *, atol: float = 1e-6) -> bool:
-    """True when every matching parameter differs by at most ``atol``."""
-    return param_max_diff(a, b) <= atol
 
 
 def fingerprint(params: torch.nn.Module | Iterable[torch.Tensor], digits: int = 12) -> str:

@@ -31,7 +31,6 @@ __all__ = [
     "SavedRecord",
     "SavedTensorMeter",
     "CudaPeak",
-    "cuda_peak",
     "cpu_peak",
     "MemoryReport",
     "measure_step",
@@ -192,13 +191,6 @@ class CudaPeak:
         if torch.cuda.is_available():
             torch.cuda.synchronize(self.device)
             self.bytes = torch.cuda.max_memory_allocated(self.device) - self._base
-
-
-def cuda_peak(fn: Callable[[], object], device: torch.device | str | None = None) -> int | None:
-    """Run ``fn()`` and return its CUDA allocator peak above the starting level (None on CPU)."""
-    with CudaPeak(device) as peak:
-        fn()
-    return peak.bytes
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
     with traffic.counter().track() as sent:           # a CommCounter: dist.send / isend, recv / irecv
         gpipe_step(stage, inputs, targets)            # or a torch.distributed.pipelining schedule
-    traffic.bytes_to(sent.events)                     # {peer rank: bytes this rank sent it}
     traffic.pipeline_step_seconds(events, sent.events[0].nbytes, LINKS["1GbE"])   # modelled step
     traffic.ddp_step_seconds(events, bucket_bytes, LINKS["1GbE"], world_size=2)   # DDP, same work
 
@@ -13,7 +12,6 @@ outlasts the status's ``stall_s`` gives up with ``watch.StageStalled``.
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -23,7 +21,7 @@ from lab_utils.overlap import backward_with_comm, evenly_ready
 from lab_utils.simnet import Link
 from lab_utils.topics.pipeline import timeline, watch
 
-__all__ = ["counter", "bytes_to", "pipeline_step_seconds", "ddp_step_seconds"]
+__all__ = ["counter", "pipeline_step_seconds", "ddp_step_seconds"]
 
 
 def counter(origin: float | None = None) -> CommCounter:
@@ -32,15 +30,6 @@ def counter(origin: float | None = None) -> CommCounter:
     c = CommCounter() if origin is None else CommCounter(origin=origin)
     c.on_p2p = lambda event, work: _watched(event, work, c.now)
     return c
-
-
-def bytes_to(events: Iterable[CommEvent]) -> dict[int, int]:
-    """Bytes this rank sent each peer, from a counter's events."""
-    out: dict[int, int] = defaultdict(int)
-    for e in events:
-        if e.op == "send":
-            out[e.peer] += e.nbytes
-    return dict(out)
 
 
 def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
