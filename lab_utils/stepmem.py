@@ -216,20 +216,15 @@ def parameters(s: Shape) -> int:
 
 
 def layer_activation_bytes(s: Shape, batch: int | None = None) -> int:
-    """Bytes one layer keeps for backward on ``batch`` sequences (default: the micro-batch),
-    counted op by op, in units of u = batch * seq * hidden elements (p = heads * seq / hidden:
-    one attention-score tensor, batch * heads * seq * seq elements, in units of u):
+    """Bytes one layer keeps for backward on ``batch`` sequences (default: the micro-batch), op by
+    op, in u = batch * seq * hidden elements and p = one score tensor (batch * heads * seq^2):
 
-    - both: the input of the q/k/v projection (1u), q, k and v (3u), the output projection's
-      input (1u), the second LayerNorm's input (1u), the MLP's input (1u), its second matmul's
-      input (4u), two LayerNorms' mean and 1/std (4 * batch * seq floats);
-    - eager attention: the softmax output (p); with dropout its mask and the dropped scores (2p,
-      the mask at ``mask_bytes``); sdpa keeps no score tensor, only its output (1u, shared with
-      the projection's input in GPT-2, so 0) and a log-sum-exp per row and head;
-    - GPT-2: the first LayerNorm's input (1u); ``gelu_new`` is written in Python ops and keeps four
-      tensors of the MLP width (16u); BERT: its output LayerNorm's input (1u) and the exact GELU's
-      input (4u); dropout after each sub-layer (BERT, or
-      GPT-2 with ``resid_pdrop``) keeps a mask (1u each, at ``mask_bytes``).
+    - both: q/k/v's input, q, k, v, the out-projection's, second LayerNorm's and MLP's inputs
+      (7u), the second matmul's input (4u), two LayerNorms' mean and 1/std;
+    - eager attention: the softmax output (p), with dropout its mask and output (2p); sdpa only its
+      output (1u, in GPT-2 shared with the projection's input) and a log-sum-exp per row and head;
+    - GPT-2: the first LayerNorm's input (1u), ``gelu_new``'s four Python-op tensors (16u); BERT:
+      the output LayerNorm's input (1u), GELU's input (4u); each dropout a mask (1u at ``mask_bytes``).
     """
     b = s.micro_batch if batch is None else batch
     if s.arch == "llama":
