@@ -79,22 +79,11 @@ class Strategy:
 
 
 @dataclass(frozen=True)
-class Memory:
-    """Predicted bytes on one device, part by part; ``gathered``: FSDP's unsharded layers."""
+class Memory(stepmem.Anatomy):
+    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: FSDP's
+    unsharded layers."""
 
-    weights: int
-    gradients: int
-    optimizer: int
-    activations: int
-    temporaries: int
     gathered: int = 0
-
-    @property
-    def peak(self) -> int:
-        return sum(dataclasses.asdict(self).values())
-
-    def parts(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
