@@ -151,7 +151,6 @@ class CommCounter:
     barriers: bool = False  # also count dist.barrier() (0 bytes), off by default
     origin: float = field(default_factory=time.perf_counter)  # the clock of each event's start / end
     on_p2p: Callable[[CommEvent, Any], Any] | None = None  # (event, work) -> the work the caller gets
-    _tracking: int = 0
     _paused: bool = False
     _inside: int = 0  # depth of counted calls in progress: nested ones are not counted again
 
@@ -204,11 +203,9 @@ class CommCounter:
                     continue
                 originals[(mod, op)] = fn
                 setattr(mod, op, wrapped.setdefault(id(fn), self._wrap(op, fn)))
-        self._tracking += 1
         try:
             yield self
         finally:
-            self._tracking -= 1
             for (mod, op), fn in originals.items():
                 setattr(mod, op, fn)
 
