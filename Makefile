@@ -76,8 +76,8 @@ execute: $(STAMP)
 
 # The instructor copies: each lab with its exercise cells holding the solutions (labs/solutions/).
 solutions: $(STAMP)
-	$(BIN)/python -m lab_utils.solutions check
-	$(BIN)/python -m lab_utils.solutions build --out build/solutions
+	$(BIN)/python -m tools.solutions check
+	$(BIN)/python -m tools.solutions build --out build/solutions
 
 # Root only: two network namespaces, a veth pair shaped with tc tbf, one gloo rank in each; lab 3's
 # overlap model against the measured updates at three link speeds. Writes the table the lab shows.

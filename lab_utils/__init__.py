@@ -5,19 +5,8 @@
     lab_utils.CommCounter()                   # collectives and bytes (comm.py)
     lab_utils.simnet.LINKS["1GbE"]            # modelled links (simnet.py)
 
-Two layers. The instruments every lab shares, one concept per module: ``launch`` (real ranks;
-``errors``: what it raises; ``warm_start``: how ranks start fast; ``_worker``: their side),
-``run`` (torchrun entry point), ``comm`` (collectives counted), ``accelerate_meter`` (an
-Accelerate loop metered from outside), ``simnet`` (link model),
-``overlap`` (communication hidden behind the backward), ``memory`` (saved activations, peaks),
-``stepmem`` (a step's memory predicted part by part; Llama-style decoders: ``stepmem_llama``),
-``plan`` (``python -m lab_utils.plan``: the per-strategy plan for a model you bring),
-``recompute`` (forward calls and FLOPs), ``timing``, ``models``, ``data`` (with the one
-micro-batching rule), ``flat`` (many tensors as one vector), ``env`` (size,
-device, rank, versions), ``checks`` (claims and exercise graders), ``solutions`` (exercise stubs
-from one source), ``plots`` (generic figure helpers), ``widgets``. Then ``topics/``: one
-package per lab holding its topic code, its figures and its exercise graders
-(``lab_utils.topics.ddp`` is lab 3's).
+One concept per module (``launch``, ``comm``, ``memory``, ``stepmem``, ``overlap``, ``plan``...);
+``topics/`` holds one package per lab: its topic code, figures and graders.
 """
 
 from lab_utils import checks, data, env, errors, models, overlap, simnet, timing

@@ -1,22 +1,13 @@
 """Warm start for ``lab_utils.launch``: one process that has imported torch forks the ranks.
 
-Importing torch costs each fresh rank 1-2 s of CPU, most of a small launch on a 2-core laptop.
-``launch`` therefore starts this process once (per kernel or script, on first use; Linux only)
-and asks it for ranks: it forks one child per rank, which takes the caller's environment, import
-path and working folder from the request and then runs ``_worker.run_rank`` exactly as a rank
-started from scratch does. Set ``LAB_UTILS_WARM_START=0`` to start every rank from scratch.
-
     python lab_utils/_zygote.py PARENT_PID      # started by launch(), not by hand
 
-Protocol (one JSON line each way): a request ``{"workdir", "rank", "backend", "threads",
-"timeout", "env", "path", "cwd", "preload"}`` is answered with the child's pid; this process first
-imports the ``preload`` modules (heavy libraries the caller has imported, so its ranks will too),
-once, so that no forked rank pays for them. When a child ends, the
-exit code (negative: the signal) is written to ``<workdir>/rank<r>.exit``. Lifetimes chain:
-this process dies with its parent and every child dies with this process (PR_SET_PDEATHSIG),
-and each child leads its own process group, so ``launch`` can kill a rank with what it started.
-Safe to fork: no thread has started and CUDA is not initialised here (only imports ran; torch,
-torch._dynamo, transformers and accelerate start no thread on import, checked on torch 2.13).
+Importing torch costs each fresh rank 1-2 s of CPU. A request (one JSON line: ``workdir, rank,
+backend, threads, timeout, env, path, cwd, preload``) is answered with the forked child's pid; the
+child takes the caller's environment, path and folder and runs ``_worker.run_rank``. Its exit code
+(negative: the signal) goes to ``<workdir>/rank<r>.exit``. This process dies with its parent and
+each child with it (PR_SET_PDEATHSIG); each child leads its own process group. Safe to fork: only
+imports ran here (torch, transformers and accelerate start no thread on import; torch 2.13).
 """
 
 import ctypes

@@ -1,29 +1,17 @@
-"""Watch an Accelerate loop from outside: what happened on each micro-batch, without editing it.
-Labs 4 (Trainer -> Accelerate) and 5 (Accelerate's ``LocalSGD``) meter their loops with it.
+"""Watch an Accelerate loop from outside: what happened on each micro-batch, without editing it (labs 4, 5).
 
-    from lab_utils import accelerate_meter
     with accelerate_meter.LoopMeter() as meter:   # any loop that calls prepare() and accumulate()
         out = accelerate_loop(...)
     meter.record["sync"]                      # accelerator.sync_gradients after each micro-batch
     launch(accelerate_meter.metered(accelerate_loop), world_size=2, kwargs=job)   # on each rank
-    launch(accelerate_meter.metered_each({"a": (loop_a, {}), "b": (loop_b, {"x": 1})}), 2, kwargs=job)
     with accelerate_meter.LoopMeter(direct=True) as meter:   # LocalSGD's averagings and barriers too
         meter.watch(accelerator, prepared)    # objects prepared before the block
         loop(accelerator, *prepared)
 
-While the block runs, ``Accelerator.prepare``, ``accumulate``, ``backward`` and ``clip_grad_norm_``
-are wrapped (for every Accelerator, as the loop builds its own): ``prepare`` attaches a
-``CommCounter`` to the DDP model and a step counter to the real optimizer; leaving ``accumulate``
-closes a micro-batch and records its sync flag, the collectives and bytes it made, the real
-optimizer steps so far, the scheduler's position and learning rate, and (from a dataset with
-``record=True``) the data order. Each ``backward`` call records the collectives it made and
-``accelerator.sync_gradients`` at that moment (so a loop without ``accumulate`` is seen too), and
-each ``clip_grad_norm_`` the total norm it returned (before clipping). The counter's step is the
-micro-batch: each closed micro-batch starts the next one. ``direct=True`` also counts the
-collectives called through ``torch.distributed`` in the block, barriers included (what
-``LocalSGD`` makes: ``wait_for_everyone()``, then one all-reduce per parameter tensor).
-
-``reset_accelerate_state`` forgets this process's Accelerator, so the next loop can build one.
+Inside the block ``Accelerator.prepare``, ``accumulate``, ``backward`` and ``clip_grad_norm_`` are
+wrapped for every Accelerator. Each micro-batch (leaving ``accumulate``) records its sync flag,
+collectives and bytes, optimizer steps, scheduler position and learning rate, and the data order;
+each ``backward`` its collectives and sync flag, each clip the norm it returned.
 """
 
 from __future__ import annotations

@@ -1,22 +1,15 @@
 """Checks that teach: one friendly line when a claim holds, an AssertionError with a hint when not.
 
-    from lab_utils.checks import cmp, check, params_close, grader
     cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
     check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
-
-Exercises are graded by functions decorated with ``grader`` (each topic's ``exercises.py``):
 
     @grader("Exercise 1 - checkpoint with saved-tensor hooks", hint="reread section 2")
     def check_hooks(checkpoint_fn):
         ...measure, then assert ...            # a failed assert is the student's ✗
         return "1 forward recomputed"          # optional detail for the ✓ line
 
-A grader prints exactly one of three lines and returns its mark: ``○ ... not attempted yet``
-when an argument is still the stub ``...`` or the student's code still raises
-``NotImplementedError``; ``✓ ...`` when the measurement agrees; ``✗ ...`` with what was measured
-and the hint when it does not (a failed assert, or an error raised by the student's code). None
-of the three raises, so Run All goes on to the next exercise. ``check`` is different: it is for
-the lab's own claims, and a broken claim raises (the lab is wrong, and nbval must see it).
+A grader prints one line, ○ (a stub ``...`` or ``NotImplementedError``), ✓ or ✗ with the hint,
+and never raises, so Run All goes on. ``check`` is for the lab's own claims: a broken one raises.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ __all__ = [
     "cmp",
     "check",
     "max_abs_diff",
-    "params_close",
     "param_max_diff",
     "fingerprint",
     "grader",
@@ -92,11 +84,6 @@ def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Modu
     if len(pa) != len(pb):
         raise ValueError(f"different numbers of parameters: {len(pa)} vs {len(pb)}")
     return max((max_abs_diff(x, y) for x, y in zip(pa, pb)), default=0.0)
-
-
-def params_close(a, b, *, atol: float = 1e-6) -> bool:
-    """True when every matching parameter differs by at most ``atol``."""
-    return param_max_diff(a, b) <= atol
 
 
 def fingerprint(params: torch.nn.Module | Iterable[torch.Tensor], digits: int = 12) -> str:

@@ -1,45 +1,23 @@
 """Count the collectives a rank makes and the bytes they move, step by step.
 
     counter = CommCounter()
-    ddp = DDP(model)
     counter.attach(ddp)                    # DDP's gradient all-reduces (one per bucket)
     for step in range(steps):
         with counter.track():              # direct torch.distributed calls (parameter averaging)
             train_step()
         counter.mark_step()
-    mine = counter.summary()               # {'collectives': ..., 'bytes': ..., 'per_step': [...]}
-    everyone = counter.gather()            # every rank's events (a collective itself)
+    counter.summary()                      # {'collectives': ..., 'bytes': ..., 'per_step': [...]}
+    counter.gather()                       # every rank's events (a collective itself)
 
-DDP's reducer calls its comm hook once per gradient bucket; ``attach`` installs a hook that
-records the bucket and then does exactly what DDP's default does (an all-reduce of the bucket
-followed by division by the world size). ``track`` wraps the ``torch.distributed`` functions
-that move tensors, so code such as Accelerate's ``LocalSGD`` is counted without changing it,
-and so are FSDP2's (``fully_shard``) all-gathers and reduce-scatters, which it issues as
-``all_gather_single`` / ``reduce_scatter_single``.
-
-Bytes of an event, per rank: an all-reduce or broadcast counts its tensor; an all-gather counts
-the gathered (full) output; a reduce-scatter counts this rank's output chunk (``1/world`` of its
-input), as ``simnet`` expects. A collective that calls another one (``all_gather_into_tensor``
-calls ``all_gather_single``) is counted once, under the name it was called by.
-
-Every event also holds ``group_size``, the ranks of the group it ran on (a subgroup's
-collectives are smaller than the world's), and ``CommCounter(barriers=True)`` counts
-``barrier()`` calls too (as op ``"barrier"``, 0 bytes): what Accelerate's ``wait_for_everyone``
-makes before each ``LocalSGD`` averaging. ``in_backward`` tells a collective issued during a
-backward (a DDP comm hook, ours or PyTorch's) from one after it, for the overlap model.
-
-    counter = CommCounter(barriers=True)
-    with counter.track():
-        dist.barrier(); dist.all_reduce(t, group=subgroup)
-    [(e.op, e.group_size) for e in counter.events]     # [('barrier', 4), ('all_reduce', 2)]
-
-Point-to-point messages are events too, as op ``"send"`` or ``"recv"`` with their ``peer``: the
-counter wraps ``isend`` / ``irecv``, which ``send`` / ``recv`` call and which torch's pipeline
-schedules pass to ``batch_isend_irecv`` (one wrapper for both ``torch.distributed`` and
-``distributed_c10d``, so its identity checks hold). Each event holds ``start`` (seconds after
-the counter's ``origin``) and ``caller`` (the file whose code made the call, torch.distributed's
-own layer skipped); a message's ``end`` is stamped when its ``wait()`` returns. ``on_p2p(event,
-work)`` may replace the work a message returns (``pipeline.traffic`` names a stalled stage so).
+``attach`` installs a comm hook that records each bucket and then does what DDP's default does;
+``track`` wraps the ``torch.distributed`` functions that move tensors, so Accelerate's
+``LocalSGD``, FSDP2's ``*_single`` collectives and torch's pipeline schedules (``isend`` /
+``irecv``, recorded as ``send`` / ``recv`` with a ``peer``) are counted unchanged. Bytes per
+rank: an all-reduce or broadcast its tensor, an all-gather the gathered output, a reduce-scatter
+its output chunk (as ``simnet`` expects). A collective calling another is counted once.
+``barriers=True`` counts ``barrier()`` too (0 bytes); ``in_backward`` marks a collective issued
+during a backward (for the overlap model); a message's ``end`` is stamped when its ``wait()``
+returns, and ``on_p2p(event, work)`` may replace the work it returns.
 """
 
 from __future__ import annotations
@@ -173,7 +151,6 @@ class CommCounter:
     barriers: bool = False  # also count dist.barrier() (0 bytes), off by default
     origin: float = field(default_factory=time.perf_counter)  # the clock of each event's start / end
     on_p2p: Callable[[CommEvent, Any], Any] | None = None  # (event, work) -> the work the caller gets
-    _tracking: int = 0
     _paused: bool = False
     _inside: int = 0  # depth of counted calls in progress: nested ones are not counted again
 
@@ -226,11 +203,9 @@ class CommCounter:
                     continue
                 originals[(mod, op)] = fn
                 setattr(mod, op, wrapped.setdefault(id(fn), self._wrap(op, fn)))
-        self._tracking += 1
         try:
             yield self
         finally:
-            self._tracking -= 1
             for (mod, op), fn in originals.items():
                 setattr(mod, op, fn)
 

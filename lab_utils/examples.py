@@ -1,13 +1,10 @@
-"""Small distributed functions used by the setup check, the tests and the torchrun examples.
+"""Small distributed functions for the README's torchrun examples and the launch tests.
 
 They read their rank from ``torch.distributed``, so each runs under ``lab_utils.launch`` and
 under ``torchrun -m lab_utils.run lab_utils.examples:<name>`` alike.
 """
 
 from __future__ import annotations
-
-import os
-import socket
 
 import torch
 import torch.distributed as dist
@@ -17,7 +14,7 @@ from lab_utils.checks import fingerprint
 from lab_utils.data import regression
 from lab_utils.env import dist_info
 
-__all__ = ["allreduce_demo", "whoami", "ddp_regression"]
+__all__ = ["allreduce_demo", "ddp_regression"]
 
 
 def allreduce_demo(n: int = 4) -> dict:
@@ -33,21 +30,6 @@ def allreduce_demo(n: int = 4) -> dict:
         "expected": world * (world + 1) / 2,
         "backend": me.backend,
     }
-
-
-def whoami() -> dict:
-    """Rank, local rank, host and process id (to see where each rank ran)."""
-    me = dist_info()
-    info = {
-        "rank": me.rank,
-        "world_size": me.world_size,
-        "local_rank": me.local_rank,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-    }
-    out: list = [None] * me.world_size
-    dist.all_gather_object(out, info)
-    return {"ranks": out}
 
 
 def ddp_regression(steps: int = 5, batch: int = 16, dim: int = 8, seed: int = 0) -> dict:

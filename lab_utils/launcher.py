@@ -1,8 +1,5 @@
 """Run a function on several real processes, each inside a torch.distributed process group.
 
-    import torch.distributed as dist
-    from lab_utils import launch
-
     def hello(scale):                        # may be defined in a notebook cell
         t = torch.ones(1) * dist.get_rank()
         dist.all_reduce(t)                   # a real collective between real processes
@@ -10,21 +7,14 @@
 
     launch(hello, world_size=3, args=(10,))  # -> [30.0, 30.0, 30.0]; .backend == "gloo"
 
-Each rank is a process of its own, never a copy of the caller: no state is copied from the
-kernel and the caller's script is not re-imported, so a script without an
-``if __name__ == "__main__"`` guard works too. On Linux the ranks are forked from a warm process
-that has already imported torch (``warm_start``, ``_zygote.py``: well under a second a launch, not
-1-2 s of imports per rank); elsewhere, or with ``LAB_UTILS_WARM_START=0``, each is a fresh
-interpreter (``python lab_utils/_rank.py``). Both are safe with CUDA: it is initialised only in
-the ranks. ``fn`` travels by value with cloudpickle, so a
-function typed into a notebook cell works although the workers cannot import the kernel's
-``__main__``. Inside ``fn`` the rank and world size come from ``torch.distributed.get_rank()``
-/ ``get_world_size()`` (or ``dist_info()``), so the same function also runs unchanged under
-``torchrun`` (see ``run.py``).
-
-Failure is loud and clean (``lab_utils.errors``): a rank that raises gives ``RankError`` naming the rank with its
-traceback; a rank that dies or a run past ``timeout`` gives ``RankDiedError`` / ``LaunchTimeout``;
-on any exit (success, error, timeout, KeyboardInterrupt) every worker is killed and reaped.
+Each rank is a process of its own, never a copy of the caller, so nothing is inherited from the
+kernel and a script needs no ``__main__`` guard. On Linux ranks fork from a warm process that has
+imported torch (``warm_start``); elsewhere, or with ``LAB_UTILS_WARM_START=0``, each is a fresh
+interpreter. CUDA is initialised only in the ranks. ``fn`` travels by value (cloudpickle), so a
+cell's function works. The rank comes from ``torch.distributed``, so ``fn`` also runs under
+``torchrun`` (``run.py``). A rank that raises gives ``RankError`` with its traceback; one that
+dies, or a run past ``timeout``, ``RankDiedError`` / ``LaunchTimeout``; on any exit, KeyboardInterrupt
+included, every worker is killed and reaped.
 """
 
 from __future__ import annotations

@@ -1,26 +1,16 @@
 """What autograd keeps for backward, measured: bytes of saved tensors, per module, and CUDA peaks.
 
-    from lab_utils.memory import SavedTensorMeter, cuda_peak, measure_step
     with SavedTensorMeter(model) as meter:          # one forward inside the meter
         loss = model(x).sum()
     print(meter.total_bytes, meter.by_module)       # unique storages, parameters excluded
-    meter.records[:3]                               # (module, shape, dtype, bytes) of each kept tensor
     report = measure_step(model, lambda: model(x).sum())   # forward + backward, CUDA peak if any
     cpu_peak(lambda: model(x).sum().backward())             # allocator peak on CPU (profiler)
 
-How it counts. ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor an autograd node
-saves for backward. Several nodes often save the same memory (a view, or one output that two ops
-need), so a storage is counted once (keyed by its data pointer and device), with its whole size:
-a saved view keeps its whole storage alive. Parameter storages are excluded: they live anyway.
-
-Checkpointing. ``checkpoint(..., use_reentrant=False)`` stashes the region's inputs as saved
-tensors *outside* its own hook, so this meter sees and counts them (they are what a checkpointed
-region keeps); the tensors saved inside the region go to checkpoint's hook and are dropped, so
-they are not counted. A selective policy (``create_selective_checkpoint_contexts``) caches the
-outputs of the ops it saves in its own storage, which no hook sees: a policy wrapped in
-``lab_utils.topics.checkpointing.policies.counted`` reports them with ``note_saved`` so they count too.
-
-Use one forward per meter: once backward frees the saved tensors their addresses can be reused.
+A storage is counted once, whole (a saved view keeps all of it alive); parameters are excluded.
+Non-reentrant ``checkpoint`` stashes its inputs outside its own hook, so they count, and what it
+drops does not. A selective policy's cached outputs are invisible to hooks: wrap the policy in
+``topics.checkpointing.policies.counted`` (``note_saved``). Use one forward per meter: once
+backward frees the saved tensors their addresses can be reused.
 """
 
 from __future__ import annotations
@@ -41,7 +31,6 @@ __all__ = [
     "SavedRecord",
     "SavedTensorMeter",
     "CudaPeak",
-    "cuda_peak",
     "cpu_peak",
     "MemoryReport",
     "measure_step",
@@ -202,13 +191,6 @@ class CudaPeak:
         if torch.cuda.is_available():
             torch.cuda.synchronize(self.device)
             self.bytes = torch.cuda.max_memory_allocated(self.device) - self._base
-
-
-def cuda_peak(fn: Callable[[], object], device: torch.device | str | None = None) -> int | None:
-    """Run ``fn()`` and return its CUDA allocator peak above the starting level (None on CPU)."""
-    with CudaPeak(device) as peak:
-        fn()
-    return peak.bytes
 
 
 @contextlib.contextmanager

@@ -21,7 +21,6 @@ __all__ = [
     "tiny_gpt2",
     "tiny_classifier",
     "bert_classifier",
-    "count_parameters",
 ]
 
 
@@ -188,8 +187,3 @@ def bert_classifier(
     cfg._attn_implementation = attention
     torch.manual_seed(seed)
     return BertForSequenceClassification(cfg)
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,18 +1,14 @@
 """What checkpointing runs twice, measured: forward calls per module and FLOPs per phase.
 
-    from lab_utils.recompute import CallCounter, count_flops, measure_recompute
     with CallCounter(model) as calls:
         model(x).sum().backward()
     calls.forward["0.linear"], calls.recomputed["0.linear"]   # 1 and 1 if block 0 is checkpointed
     flops = count_flops(lambda: model(x).sum().backward())     # total FLOPs of the step
     rep = measure_recompute(model, lambda: model(x).sum())     # both, forward vs backward split
 
-A forward call that happens while autograd runs a backward pass is a recomputation: that is how
-non-reentrant checkpointing rebuilds what it dropped. FLOPs come from
-``torch.utils.flop_counter.FlopCounterMode``, which counts matrix products and convolutions
-(2*m*n*k for an [m,k]@[k,n] product) and counts pointwise ops (GELU, add, softmax) as zero: a
-selective policy that recomputes only pointwise ops therefore adds no counted FLOPs, yet it still
-costs time (memory traffic), which is why the labs measure both.
+A forward call during a backward is a recomputation. ``FlopCounterMode`` counts matmuls and
+convolutions only: recomputing pointwise ops adds no counted FLOPs yet costs time, which is why
+the labs measure both.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Run a lab's training function under ``torchrun``: one node, or several machines.
 
-The same function that ``launch`` runs from a notebook runs here unchanged, because it reads
-its rank from ``torch.distributed``. This module initialises the process group from torchrun's
-environment, calls the function, and prints rank 0's return value as JSON.
-
     # one machine, 2 processes
     torchrun --standalone --nproc_per_node=2 -m lab_utils.run lab_utils.examples:allreduce_demo
     # two machines (run on each; NODE_RANK=0 on the first, 1 on the second; MASTER = first's address)
@@ -11,12 +7,10 @@ environment, calls the function, and prints rank 0's return value as JSON.
         --rdzv_backend=static --master_addr=$MASTER --master_port=29500 \\
         -m lab_utils.run lab_utils.examples:allreduce_demo --kwargs '{"n": 4}'
 
-A function typed into a notebook cell has no module to import: save it by value first,
-``lab_utils.run.save_function(train, "train.pkl")``, then ``... -m lab_utils.run train.pkl``
-(copy the file to every machine).
-
-Options: ``--kwargs JSON`` (keyword arguments), ``--backend auto|gloo|nccl``, ``--out FILE``
-(rank 0 writes its JSON result there as well).
+What ``launch`` runs from a notebook runs here unchanged (it reads its rank from ``torch.distributed``);
+rank 0's return value is printed as JSON. A notebook cell's function has no module: save it with
+``lab_utils.run.save_function(train, "train.pkl")``, then ``... -m lab_utils.run train.pkl`` (copy
+it to every machine). Options: ``--kwargs JSON``, ``--backend auto|gloo|nccl``, ``--out FILE``.
 """
 
 from __future__ import annotations

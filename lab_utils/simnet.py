@@ -1,23 +1,16 @@
 """A modelled network: what the collectives a run *measured* would cost on a given link.
 
-Everything here is a model, not a measurement; labs label its output "modelled".
-
-    from lab_utils.simnet import LINKS, allreduce_seconds, comm_seconds
     allreduce_seconds(100e6, world_size=8, link=LINKS["10GbE"])    # one 100 MB ring all-reduce
-    comm_seconds(counter.events, LINKS["1GbE"], world_size=2)           # per-step modelled seconds
+    comm_seconds(counter.events, LINKS["1GbE"], world_size=2)      # per-step modelled seconds
 
-The cost model is the textbook alpha-beta model of a ring all-reduce (Patarasuk & Yuan 2009;
-Thakur et al. 2005): with p ranks, n bytes, latency alpha and bandwidth beta (bytes/s),
+A model, not a measurement (labs label it "modelled"): the alpha-beta model (Patarasuk & Yuan
+2009; Thakur et al. 2005), with p ranks, n bytes, latency alpha, bandwidth beta:
 
     ring all-reduce  = 2 (p - 1) alpha + 2 (p - 1) / p * n / beta
-    tree all-reduce  = 2 log2(p) (alpha + n / beta)   # binomial-tree reduce, then broadcast,
-                                                      # whole message per hop (not pipelined)
+    tree all-reduce  = 2 log2(p) (alpha + n / beta)   # reduce then broadcast, not pipelined
     broadcast (tree) = log2(p) (alpha + n / beta)
 
-A ring moves each byte about twice whatever p is, so bandwidth dominates big messages and
-latency dominates many small ones: exactly the trade-off between bucketing, ``no_sync`` and
-local SGD that the labs measure. These functions cost collectives one after another; for
-collectives that run while the backward is still computing, see ``lab_utils.overlap``.
+Collectives are costed one after another; for those hidden behind the backward see ``overlap``.
 """
 
 from __future__ import annotations

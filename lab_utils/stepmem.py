@@ -1,34 +1,18 @@
 """The memory of one training step, predicted from a model's config: a calculator, part by part.
 
-    from lab_utils import stepmem
     shape = stepmem.from_hf_config(model.config, batch=8, seq=64, optimizer="adamw")
     pred = stepmem.predict(shape)                    # an Anatomy: bytes of each part
-    pred.parts()                                     # {"weights": ..., "gradients": ..., ...}
-    pred.peak                                        # their sum: the step's allocator peak
+    pred.parts(), pred.peak                          # {"weights": ..., ...}, their sum
     stepmem.predict(dataclasses.replace(shape, accumulation=4, checkpointing=True))
 
-Models: GPT-2 and BERT (lab 1), and Llama-style decoders (RMSNorm, SwiGLU, grouped-query
-attention, rotary embeddings, untied head, sdpa; lab 8: ``stepmem_llama``). Precision: ``fp32``,
-or ``bf16`` for Llama: bf16 autocast over fp32 master weights, gradients and AdamW state, as
-practitioners train (the weights' bf16 copies that autocast makes are kept for backward: they
-count in ``activations``).
-
-The parts, for a step of forward, backward and ``optimizer.step()`` (what ``step_memory`` measures):
-
-- ``weights``, ``gradients``: one copy of the parameters each (dtype bytes per parameter);
-- ``optimizer``: AdamW keeps two moments per parameter (and a step count per tensor), SGD with
-  momentum one, plain SGD none;
-- ``activations``: what autograd keeps for backward, per micro-batch (batch / accumulation),
-  counted tensor by tensor from the ops of a GPT-2 or BERT layer (see ``layer_activation_bytes``);
-  with checkpointing every layer keeps only its input;
-- ``temporaries``: the rest of the peak, a *model*: the larger of the loss's gradient (two
-  logits-sized tensors) and one MLP hidden gradient (with checkpointing, plus one layer rebuilt); or, when larger, the
-  optimizer's own temporaries (foreach AdamW: one parameter-sized buffer; a per-tensor loop: two
-  of the largest tensor) less the activations, which are freed by then.
-
-What it leaves out: the CUDA context (~1.3 GB on a V100 under the 2022 driver, seen by NVML
-only), the caching allocator's reserve and fragmentation (NVML reports reserved memory, not
-allocated), and workspaces (cuBLAS). A driver's number is therefore above ``peak``.
+GPT-2 and BERT (lab 1), Llama-style decoders (lab 8: ``stepmem_llama``; ``bf16``: autocast over
+fp32 master weights, its bf16 weight copies kept for backward). The parts of forward, backward and
+``optimizer.step()``: weights and gradients (one copy each), optimizer state (AdamW two moments,
+SGD+momentum one), activations per micro-batch (op by op, ``layer_activation_bytes``; with
+checkpointing each layer's input) and temporaries, a *model*: the larger of the loss's gradient
+and one MLP hidden gradient, or the optimizer's own buffers less the freed activations.
+Left out: the CUDA context (~1.3 GB, seen by NVML only), the caching allocator's reserve and
+workspaces, so a driver's number is above ``peak``.
 """
 
 from __future__ import annotations
@@ -232,20 +216,15 @@ def parameters(s: Shape) -> int:
 
 
 def layer_activation_bytes(s: Shape, batch: int | None = None) -> int:
-    """Bytes one layer keeps for backward on ``batch`` sequences (default: the micro-batch),
-    counted op by op, in units of u = batch * seq * hidden elements (p = heads * seq / hidden:
-    one attention-score tensor, batch * heads * seq * seq elements, in units of u):
+    """Bytes one layer keeps for backward on ``batch`` sequences (default: the micro-batch), op by
+    op, in u = batch * seq * hidden elements and p = one score tensor (batch * heads * seq^2):
 
-    - both: the input of the q/k/v projection (1u), q, k and v (3u), the output projection's
-      input (1u), the second LayerNorm's input (1u), the MLP's input (1u), its second matmul's
-      input (4u), two LayerNorms' mean and 1/std (4 * batch * seq floats);
-    - eager attention: the softmax output (p); with dropout its mask and the dropped scores (2p,
-      the mask at ``mask_bytes``); sdpa keeps no score tensor, only its output (1u, shared with
-      the projection's input in GPT-2, so 0) and a log-sum-exp per row and head;
-    - GPT-2: the first LayerNorm's input (1u); ``gelu_new`` is written in Python ops and keeps four
-      tensors of the MLP width (16u); BERT: its output LayerNorm's input (1u) and the exact GELU's
-      input (4u); dropout after each sub-layer (BERT, or
-      GPT-2 with ``resid_pdrop``) keeps a mask (1u each, at ``mask_bytes``).
+    - both: q/k/v's input, q, k, v, the out-projection's, second LayerNorm's and MLP's inputs
+      (7u), the second matmul's input (4u), two LayerNorms' mean and 1/std;
+    - eager attention: the softmax output (p), with dropout its mask and output (2p); sdpa only its
+      output (1u, in GPT-2 shared with the projection's input) and a log-sum-exp per row and head;
+    - GPT-2: the first LayerNorm's input (1u), ``gelu_new``'s four Python-op tensors (16u); BERT:
+      the output LayerNorm's input (1u), GELU's input (4u); each dropout a mask (1u at ``mask_bytes``).
     """
     b = s.micro_batch if batch is None else batch
     if s.arch == "llama":

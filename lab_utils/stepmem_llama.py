@@ -1,25 +1,17 @@
 """The step-memory calculator's Llama-style decoder (``stepmem`` dispatches here for ``arch="llama"``).
 
-A layer of transformers' ``LlamaDecoderLayer`` with sdpa attention, counted tensor by tensor from
-what autograd saves (checked against ``SavedTensorMeter``), with u = batch * seq * hidden
-elements, r = kv_heads / heads, F = ffn / hidden, e = the master dtype's bytes and c = the
-matmuls' (2 under bf16 autocast, else e):
+A ``LlamaDecoderLayer`` with sdpa, counted tensor by tensor from what autograd saves (checked
+against ``SavedTensorMeter``); u = batch * seq * hidden elements, r = kv_heads / heads, F = ffn /
+hidden, e = the master dtype's bytes, c = the matmuls' (2 under bf16 autocast, else e):
 
-- two RMSNorms, computed in fp32 on the residual stream (which stays in the master dtype under
-  autocast): each keeps its input and the normalised tensor (2u at e) and 1/rms (batch * seq
-  fp32);
-- the projections' inputs: without autocast one tensor feeds q/k/v and one gate/up (2u at e);
-  under autocast every projection casts its own bf16 copy (q, k, v, gate, up: 5u at c);
-- attention (sdpa): q, k and v after the rotary embedding ((1 + 2r)u at c), its output (1u at c,
-  also o_proj's input) and a log-sum-exp per row and head (fp32);
-- SwiGLU: silu's input, its output, up's output and down's input (4F u at c);
-- under autocast: the bf16 copy of every projection's weight (c bytes per parameter), made once per
-  forward by autocast's cache and kept for backward.
+- two RMSNorms in fp32 on the residual stream: input and normalised tensor (2u at e), 1/rms;
+- projection inputs: 2u at e without autocast; under autocast each of q, k, v, gate, up casts its
+  own bf16 copy (5u at c), and every projection weight's bf16 copy is kept (c per parameter);
+- sdpa: q, k, v after rotary ((1 + 2r)u at c), its output (1u at c), a log-sum-exp per row/head;
+- SwiGLU: silu's input and output, up's output, down's input (4F u at c).
 
-Outside the layers: the rotary cos/sin (2 * seq * head_dim at e, which the layers' attention
-saves once; not with checkpointing), the final RMSNorm, the head's
-input (u at c, its weight copy under autocast), the loss's log-softmax (fp32: transformers upcasts
-the logits) and the shifted int64 labels.
+Outside the layers: rotary cos/sin (not with checkpointing), the final RMSNorm, the head's input,
+the loss's fp32 log-softmax (transformers upcasts the logits) and the int64 labels.
 """
 
 from __future__ import annotations
@@ -123,16 +115,10 @@ def outside_layers_bytes(s: Shape, b: int) -> int:
 
 def temporaries(s: Shape, b: int, foreach_buffer: int, act: int) -> int:
     """The peak above weights, gradients, optimizer state and activations: a *model*, fitted on
-    eight small shapes (fp32 and bf16, with and without checkpointing) and checked on others. The
-    largest of:
-
-    - the loss's working set: two fp32 logits-sized tensors (the gradients through the fp32
-      log-softmax; the same under autocast, whose bf16 logits are upcast first);
-    - a layer's backward: two FFN-sized gradients at c bytes, less the 2.5u (at e) freed by then,
-      and at least 2.75u at e; with checkpointing, plus the layer rebuilt (its activations and,
-      under autocast, its weights' bf16 copies made again);
-    - the optimizer's foreach buffer (one parameter-sized tensor) less the activations, freed by then.
-    """
+    eight small shapes and checked on others. The largest of the loss's two fp32 logits-sized
+    gradients; a layer's backward (two FFN-sized gradients at c less the 2.5u at e freed by then,
+    at least 2.75u; with checkpointing plus the rebuilt layer and its bf16 weight copies); the
+    optimizer's foreach buffer less the activations, freed by then."""
     u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
     loss = 2 * b * s.seq * s.vocab * 4
     layer = max(2 * b * s.seq * s.ffn_size * c - 2.5 * u * e, 2.75 * u * e)

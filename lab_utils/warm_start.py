@@ -1,24 +1,14 @@
 """The caller's side of the warm start (``_zygote.py``): ranks forked from a process that has
 already imported torch, instead of fresh interpreters that each import it again.
 
-    from lab_utils import warm_start
     warm_start.enabled()          # Linux, and LAB_UTILS_WARM_START is not "0"
     warm_start.stop()             # end the warm process (it also ends with this process)
 
-The warm process is started on first use, once per process (a kernel, a script, a test run),
-and again when a ``lab_utils`` source file has changed since, so ranks never run stale code.
-A forked rank looks to ``launch`` like a ``subprocess.Popen``: ``pid``, ``returncode``,
-``poll()`` and ``wait()``.
-
-Why not the standard library's forkserver (``multiprocessing.get_context("forkserver")`` with
-``set_forkserver_preload(["torch"])`` and cloudpickle for a cell's function), which does the same
-preloading? Measured on a 2-core machine under load, 3 gloo ranks doing one all-reduce: it starts
-ranks at least as fast (a repeat launch took 0.14-0.24 s against 0.74-1.0 s here), but it breaks
-the lifetimes ``launch`` promises. After ``kill -9`` of the caller, the forkserver and both of its
-ranks kept running until their work ended (40 s later in the test; forever for a rank that
-hangs), because forkserver children die with nobody. Here the chain is explicit: the warm
-process gets SIGKILL when its caller goes (PR_SET_PDEATHSIG), each rank when the warm process
-goes, and each rank leads its own process group, so ``launch`` can kill what a rank started.
+Started once per process, and again when a ``lab_utils`` source file changed, so ranks never run
+stale code. Why not multiprocessing's forkserver with torch preloaded? It starts ranks as fast,
+but after ``kill -9`` of the caller its ranks ran on until their work ended (forever for a hung
+one). Here the warm process dies with its caller (PR_SET_PDEATHSIG), each rank with the warm
+process, and each rank leads its own process group so ``launch`` can kill what it started.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from lab_utils import solutions
+from tools import solutions
 
 _CHECK = """
 import contextlib as _contextlib, io as _io

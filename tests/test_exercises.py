@@ -15,8 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lab_utils import solutions
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+from tools import solutions
 
 LABS = sorted(solutions.LABS.glob("[0-9][0-9]_*.ipynb"))
 MIN_CODE_EXERCISES = 3
@@ -43,7 +43,7 @@ def test_lab_has_code_exercises(lab: Path):
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
 def test_exercise_cells_are_the_stubbed_solutions(lab: Path):
-    assert solutions.drift(lab) == [], "run: python -m lab_utils.solutions sync"
+    assert solutions.drift(lab) == [], "run: python -m tools.solutions sync"
 
 
 @pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, cuda_peak, measure_step, note_saved
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, measure_step, note_saved
 from lab_utils.models import mlp
 from tests.topics.checkpointing.chains import forward_every_block, forward_selective
 
@@ -86,7 +86,9 @@ def test_note_saved_outside_meter_is_noop_and_measure_step_cpu():
     assert rep.saved_bytes == 2 * N * B * W * F32
     assert all(p.grad is not None for p in model.parameters())
     if not torch.cuda.is_available():
-        assert rep.peak_cuda_bytes is None and cuda_peak(lambda: None) is None
+        with CudaPeak() as peak:
+            pass
+        assert rep.peak_cuda_bytes is None and peak.bytes is None
     with pytest.raises(TypeError, match="return the loss tensor"):
         measure_step(model, lambda: 1.0)
 
@@ -95,7 +97,9 @@ def test_note_saved_outside_meter_is_noop_and_measure_step_cpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_peak_counts_allocations():
     n = 1 << 20
-    assert cuda_peak(lambda: torch.empty(n, device="cuda")) == n * F32
+    with CudaPeak() as peak:
+        torch.empty(n, device="cuda")
+    assert peak.bytes == n * F32
     model = mlp(width=256, depth=4).cuda()
     x = torch.randn(128, 256, device="cuda")
     model(x).sum().backward()  # the first matmul allocates cuBLAS workspace, grads appear

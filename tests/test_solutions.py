@@ -1,4 +1,4 @@
-"""lab_utils.solutions on a lab of its own making: stubs by nbgrader's rule, every malformed
+"""tools.solutions on a lab of its own making: stubs by nbgrader's rule, every malformed
 solutions file refused with the place to fix, and the CLI's check / sync / build round trip."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from lab_utils import solutions
+from tools import solutions
 
 SOLVED = textwrap.dedent(
     '''\

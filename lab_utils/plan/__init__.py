@@ -4,16 +4,13 @@
     python -m lab_utils.plan --config my_config.json --batch 64 --seq 2048 --devices 8 --memory 80GB \\
         --link 100Gb --dtype bf16 --optimizer adamw --tflops 400 --figure plan.html
 
-    from lab_utils import plan
     req = plan.request("llama-125m", batch=64, seq=1024, devices=8, memory="24GB", link="10Gb")
     plans = plan.rank(plan.candidates(*req))    # every strategy, cheapest that fits first
     print(plan.report.table(plans))
 
-For every strategy the course taught (no checkpointing, every layer, selective, offload;
-accumulation K; DDP with ``no_sync``; ZeRO-1/2 and FSDP; local SGD every H updates; pipeline
-stages) it predicts the peak memory of one device, part by part, and the time of one update,
-and ranks the plans that fit by time. Every number is a prediction: ``report.MODELS`` names the
-lab that validated each model and its measured error, and the table prints them.
+Every strategy the course taught (checkpointing variants, accumulation, DDP, ZeRO-1/2, FSDP, local
+SGD, pipeline) gets a predicted peak memory per device and time per update; ``report.MODELS``
+names the lab that validated each model and its measured error.
 """
 
 from __future__ import annotations

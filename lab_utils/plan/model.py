@@ -1,16 +1,10 @@
 """The plan's models: a device's memory and an update's time under each strategy the course taught.
 
-Each is one of the course's validated models, restated here so that the planner imports no lab's
-topic (the tests check these equal the labs' own functions):
-
-- memory: ``stepmem.predict`` (labs 1 and 8) for the step on one device, then sharded by the ZeRO
-  formulas (lab 7: optimizer state / d for ZeRO-1, gradients too for ZeRO-2, weights too for
-  FSDP, which also holds the layer it has gathered); a pipeline stage keeps 1F1B's in-flight
-  micro-batches, p - s on stage s (lab 6);
-- time: compute = FLOPs / the assumed rate; communication on the link with the overlap model
-  (lab 3): buckets queued as the backward makes them, ``no_sync`` for accumulation; FSDP sends
-  1.5 x DDP's bytes (lab 7); local SGD one parameter all-reduce every H updates, after the step
-  (lab 5); a pipeline's bubble (p - 1)/(m + p - 1) (lab 6).
+Restated from the labs so the planner imports no topic (the tests check they agree): memory is
+``stepmem.predict`` sharded by the ZeRO formulas (lab 7), a pipeline stage holding 1F1B's
+in-flight micro-batches (lab 6); time is FLOPs / the assumed rate plus communication under the
+overlap model (lab 3), FSDP at 1.5 x DDP's bytes (lab 7), local SGD every H updates (lab 5) and
+the bubble (p - 1)/(m + p - 1) (lab 6).
 """
 
 from __future__ import annotations
@@ -85,22 +79,11 @@ class Strategy:
 
 
 @dataclass(frozen=True)
-class Memory:
-    """Predicted bytes on one device, part by part; ``gathered``: FSDP's unsharded layers."""
+class Memory(stepmem.Anatomy):
+    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: FSDP's
+    unsharded layers."""
 
-    weights: int
-    gradients: int
-    optimizer: int
-    activations: int
-    temporaries: int
     gathered: int = 0
-
-    @property
-    def peak(self) -> int:
-        return sum(dataclasses.asdict(self).values())
-
-    def parts(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)

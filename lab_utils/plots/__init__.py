@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "legend_beside", "bars", "lines", "modelled", "slider_over", "PALETTE"]
+__all__ = ["style", "legend_beside", "bars", "grouped", "lines", "modelled", "slider_over", "PALETTE"]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -70,6 +70,30 @@ def bars(
         )
     )
     return style(fig, title=title, yaxis=yaxis)
+
+
+def grouped(
+    values: Mapping[str, Mapping[str, float]],
+    *,
+    title: str = "",
+    xaxis: str = "",
+    yaxis: str = "",
+    scale: float = 1.0,
+    log_y: bool = False,
+) -> go.Figure:
+    """Grouped bars from ``{x: {series: value}}`` (e.g. ``{link: {method: seconds}}``), values x ``scale``."""
+    xs = list(values)
+    series = list(next(iter(values.values())))
+    fig = go.Figure(
+        [
+            go.Bar(x=xs, y=[values[x][s] * scale for x in xs], name=s, marker_color=PALETTE[i % len(PALETTE)])
+            for i, s in enumerate(series)
+        ]
+    )
+    fig.update_layout(barmode="group")
+    if log_y:
+        fig.update_yaxes(type="log")
+    return style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
 
 
 def lines(

@@ -2,7 +2,7 @@
 # Solutions to the exercises of `labs/00_setup_check.ipynb`, for instructors.
 #
 # One source: the lab's exercise cells are these cells with each `### BEGIN SOLUTION` ...
-# `### END SOLUTION` region replaced by a stub (`python -m lab_utils.solutions sync`).
+# `### END SOLUTION` region replaced by a stub (`python -m tools.solutions sync`).
 # `make solutions` writes the lab with these answers filled in to `build/solutions/`.
 
 # %% exercise="setup-mean"

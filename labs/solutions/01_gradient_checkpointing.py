@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions of lab 1, gradient checkpointing (`labs/01_gradient_checkpointing.ipynb`).
 # Each cell below is one exercise cell of the lab with the answer filled in; the lab shows the
-# same cell with the marked region stubbed out (`python -m lab_utils.solutions sync`). Names such
+# same cell with the marked region stubbed out (`python -m tools.solutions sync`). Names such
 # as `torch`, `checkpoint` and `CheckpointPolicy` come from the lab's setup cell.
 
 # %% exercise="ckpt-every-k"

@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 2, gradient accumulation by hand
 # (`labs/02_gradient_accumulation.ipynb`). The lab's exercise cells are these cells with each
-# solution region replaced by a stub: `python -m lab_utils.solutions sync` writes them.
+# solution region replaced by a stub: `python -m tools.solutions sync` writes them.
 
 # %% exercise="acc-norms"
 ### BEGIN SOLUTION

@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 3, DDP `no_sync` on real ranks (`labs/03_ddp_no_sync.ipynb`).
 # The lab's exercise cells are these cells with each solution region replaced by a stub:
-# `python -m lab_utils.solutions sync labs/03_ddp_no_sync.ipynb` writes them.
+# `python -m tools.solutions sync labs/03_ddp_no_sync.ipynb` writes them.
 
 # %% exercise="ddp-accumulate"
 def train_accumulating(ddp_model, optimizer, micro_batches, k):

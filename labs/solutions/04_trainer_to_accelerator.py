@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 4, from the Trainer to an Accelerate loop
 # (`labs/04_trainer_to_accelerator.ipynb`). The lab's exercise cells are these cells with each
-# solution region replaced by a stub: `python -m lab_utils.solutions sync` writes them.
+# solution region replaced by a stub: `python -m tools.solutions sync` writes them.
 
 # %% exercise="hf-loop-from-args"
 def loop_from_args(args, model, train_ds):

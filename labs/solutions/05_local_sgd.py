@@ -1,5 +1,5 @@
 # %% [markdown]
-# Solutions of lab 5, local SGD (`labs/05_local_sgd.ipynb`). `python -m lab_utils.solutions sync`
+# Solutions of lab 5, local SGD (`labs/05_local_sgd.ipynb`). `python -m tools.solutions sync`
 # writes the lab's exercise cells from this file, each solution replaced by a stub.
 
 

@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 6, pipelines (GPipe) on real ranks (`labs/06_pipeline_gpipe.ipynb`).
 # The lab's exercise cells are these cells with each solution region replaced by a stub:
-# `python -m lab_utils.solutions sync labs/06_pipeline_gpipe.ipynb` writes them.
+# `python -m tools.solutions sync labs/06_pipeline_gpipe.ipynb` writes them.
 
 
 # %% exercise="pipe-fill-drain"

@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 7, sharded data parallel (FSDP2) with accumulation and
 # checkpointing (`labs/07_fsdp_accumulation.ipynb`). The lab's exercise cells are these cells with
-# each solution region replaced by a stub: `python -m lab_utils.solutions sync
+# each solution region replaced by a stub: `python -m tools.solutions sync
 # labs/07_fsdp_accumulation.ipynb` writes them.
 
 # %% exercise="fsdp-bytes"

@@ -1,7 +1,7 @@
 # %% [markdown]
 # Solutions to the exercises of Lab 8, plan your own run (`labs/08_plan_your_run.ipynb`). The lab's
 # exercise cells are these cells with each solution region replaced by a stub:
-# `python -m lab_utils.solutions sync labs/08_plan_your_run.ipynb` writes them.
+# `python -m tools.solutions sync labs/08_plan_your_run.ipynb` writes them.
 
 # %% exercise="plan-copies"
 def bf16_weight_copies(shape):

@@ -1,15 +1,11 @@
 """Graders of lab 7's exercises; each runs the student's code on real ranks under FSDP2.
 
-    from lab_utils.topics.fsdp import exercises
-    exercises.check_rank_bytes(predict_rank_bytes)   # ○ not attempted / ✓ / ✗ with a hint
+    exercises.check_rank_bytes(predict_rank_bytes)        # ○ not attempted / ✓ / ✗ with a hint
     exercises.check_fewer_gathers(update_fewer_gathers)   # 2 ranks, FSDP2
     exercises.check_hsdp_windows(train_windows)            # 4 ranks, HSDP 2 x 2
 
-Every grader shards its own small model, computes its own reference (one process, one large
-batch per update) and measures the student's code with instruments attached from outside
-(counted collectives, the bytes each rank holds, and the gradient each optimizer step was given,
-read by a wrapper around the optimizer: a wrong accumulation is a wrong gradient, which the
-parameters after AdamW would show only through its epsilon).
+The trap they guard: a wrong accumulation is a wrong gradient, which the parameters after AdamW
+would show only through its epsilon, so a wrapper records the gradient each optimizer step is given.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, bars, legend_beside, modelled, style
+from lab_utils.plots import PALETTE, bars, grouped, legend_beside, modelled, style
 from lab_utils.topics.fsdp.holdings import zero_bytes
 
 __all__ = ["holdings", "traffic", "accumulation", "links", "checkpointing"]
@@ -93,20 +93,8 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
 
 def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds per update (``{link: {mode: seconds}}``), log scale."""
-    fig = go.Figure()
-    modes = list(next(iter(seconds.values())))
-    for i, mode in enumerate(modes):
-        fig.add_trace(
-            go.Bar(x=list(seconds), y=[s[mode] for s in seconds.values()], name=mode, marker_color=PALETTE[i])
-        )
-    fig.update_layout(barmode="group")
-    style(
-        fig,
-        title=modelled("One update on each link, collectives overlapping compute (a lower bound)"),
-        yaxis="seconds (log)",
-    )
-    fig.update_yaxes(type="log")
-    return fig
+    title = modelled("One update on each link, collectives overlapping compute (a lower bound)")
+    return grouped(seconds, title=title, yaxis="seconds (log)", log_y=True)
 
 
 def checkpointing(saved: Mapping[str, int]) -> go.Figure:

@@ -1,19 +1,14 @@
 """What one rank holds: bytes of its parameters, gradients and optimizer state, measured.
 
-    from lab_utils.topics.fsdp import holdings
     mine = holdings.rank_bytes(model, optimizer)   # {'params': ..., 'grads': ..., 'optimizer': ...}
     holdings.held_grad_bytes(model)                # gradients alive now, FSDP's unsharded ones too
     holdings.unsharded_param_bytes(model)          # all-gathered parameters alive now
-    holdings.sharded_param_bytes(model)            # this rank's own shards (kept while gathered too)
     holdings.zero_bytes(param_bytes, world_size=4, stage=3)   # the ZeRO paper's formula
     micro = holdings.MeteredBatches(micro_batches, model, counter)   # measures between micro-steps
 
-How it counts: the bytes of the tensors the rank holds locally (a sharded parameter, a DTensor,
-counts its local shard). FSDP2 keeps two more kinds of tensors out of ``model.parameters()``:
-the all-gathered (unsharded) parameters between a forward and its backward, and, when gradient
-sync is off, the unsharded gradients waiting for the next reduce-scatter. Both are read from
-FSDP2's parameter objects (``FSDPParam``), so they count too. Optimizer state counts the
-per-element state (AdamW's two moments); scalar step counters are left out.
+A DTensor counts its local shard. The trap: FSDP2 keeps the all-gathered parameters (between a
+forward and its backward) and, with gradient sync off, the unsharded gradients outside
+``model.parameters()``; both are read from its ``FSDPParam`` objects so they count too.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Why Accelerate's ``LocalSGD`` refuses FSDP, read from the installed Accelerate at run time.
 
-    from lab_utils.topics.fsdp import refusal
     code, accepted = refusal.local_sgd_check()   # LocalSGD.__init__'s check, the types it accepts
     code, switched = refusal.fsdp_switch()       # AcceleratorState's branch that turns FSDP on
 
-``LocalSGD`` accepts an accelerator only when its ``distributed_type`` is plain single- or
-multi-device data parallel; an Accelerator with an FSDP plugin reports ``DistributedType.FSDP``,
-but Accelerate switches to it only for accelerator devices (GPUs and their kin), never for
-``MULTI_CPU`` ranks: which is why a CPU-only lab cannot build a real FSDP ``Accelerator``. Both
-facts are read from the source of the Accelerate that is installed, so a lab that states them
-fails when an Accelerate release changes them.
+Accelerate switches to FSDP only on accelerator devices, never for ``MULTI_CPU`` ranks, so a
+CPU-only lab cannot build a real FSDP ``Accelerator``. Read from the source, a release that
+changes either fact fails the lab's claim.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The collectives of a run, per kind, and what they cost on a modelled link.
 
-    from lab_utils.topics.fsdp import traffic
     traffic.per_op(counter.events)                       # {'all_gather_single': {'count', 'bytes'}, ...}
     traffic.sent_per_rank(counter.events, world_size=2)  # bytes one rank sends on a ring
     traffic.update_seconds(counter.events, k=4, depth=4, forward_s=f, backward_s=b,
                            link=LINKS["10GbE"], world_size=2)    # overlapped with compute, and serial
 
-Bytes as ``CommCounter`` records them: an all-reduce its buffer, an all-gather its gathered
-(full) output, a reduce-scatter this rank's output chunk. On a ring each rank sends
-``2 (p-1)/p n`` for an all-reduce of ``n`` bytes, ``(p-1)/p n`` for an all-gather of ``n``
-gathered bytes, ``(p-1) c`` for a reduce-scatter of chunk ``c`` (so an all-reduce costs one
-reduce-scatter plus one all-gather) and, on average, ``(p-1)/p n`` for a broadcast along a
-chain. The modelled time is ``lab_utils.simnet``'s alpha-beta model (``simnet.comm_seconds`` adds
-collectives one after another, ``*_single`` included); ``update_seconds`` lets them overlap the
-compute with ``lab_utils.overlap`` (see its docstring for what it assumes).
+On a ring a rank sends ``2 (p-1)/p n`` for an all-reduce of n bytes, ``(p-1)/p n`` for an
+all-gather of n gathered bytes and ``(p-1) c`` for a reduce-scatter of chunk c: an all-reduce
+costs one reduce-scatter plus one all-gather.
 """
 
 from __future__ import annotations

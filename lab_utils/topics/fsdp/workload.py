@@ -1,18 +1,12 @@
-"""The model, data and large-batch reference every run of lab 7 shares (its micro-batches are
-``data.micro_batches``, the one sharding rule of every lab).
+"""The model, data and large-batch reference every run of lab 7 shares.
 
-    from lab_utils import data
-    from lab_utils.topics.fsdp import workload
     model = workload.model(width=128, depth=4)              # float64 blocks, dims divisible by 4
     x, y = workload.dataset(n=64, width=128)
-    mine = data.micro_batches(x, y, k=4, rank=0, world_size=2)       # this rank's K micro-batches
     ref = workload.large_batch_reference([(x, y)], width=128, depth=4, lr=1e-3)   # one process
     fwd_s, bwd_s = workload.compute_seconds(width=128, depth=4, batch=16, world_size=2)   # one micro-step
 
-Every rank builds the same weights from the seed, then sharding keeps its slice. Each update
-uses ``world_size * k`` micro-batches of equal size, each sample on one rank only, so the
-update equals one step on the whole batch when every micro-batch loss is divided by ``k`` (the
-reduce-scatter averages over the ranks).
+An update of ``world_size * k`` equal micro-batches (``data.micro_batches``) equals one step on
+the whole batch when each micro-batch loss is divided by k (the reduce-scatter averages ranks).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """One data-parallel step as the ZeRO paper's stages 1 and 2 move it: reduce-scatter, step a slice, all-gather.
 
-    from lab_utils.topics.fsdp import zero
     with counter.track():
         zero.paper_step(model, x, y, lr=1e-3)   # on every rank: the same model, its own slice of the batch
 
-``torch.distributed.optim.ZeroRedundancyOptimizer`` shards the optimizer state too, but moves
-more: DDP's all-reduce of every gradient, then each rank broadcasts the parameters it stepped.
-Rajbhandari et al. 2020 (ZeRO) instead reduce-scatter the gradients (each rank receives the mean
-of its 1/W slice: all it needs to step its slice) and all-gather the updated parameters: on a
-ring, exactly the bytes of one all-reduce. This module runs that step on a flat copy of the
-parameters, so the collectives can be counted next to the two others. It keeps no optimizer
-state between calls (one step is what the lab counts).
+Unlike ``ZeroRedundancyOptimizer`` (DDP's all-reduce, then a broadcast of each rank's stepped
+parameters), this moves exactly one all-reduce's bytes on a ring. No optimizer state is kept.
 """
 
 from __future__ import annotations

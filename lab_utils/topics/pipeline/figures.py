@@ -17,14 +17,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import PALETTE, legend_beside, modelled, style
+from lab_utils.plots import PALETTE, grouped, legend_beside, modelled, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
 
 
-def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, label: str) -> list[go.Bar]:
-    rows = [(i, e if isinstance(e, Event) else Event(**e)) for i, row in enumerate(events_per_row) for e in row]
+def _traces(events_per_row: Sequence[Iterable[Event]], showlegend: bool, label: str) -> list[go.Bar]:
+    rows = [(i, e) for i, row in enumerate(events_per_row) for e in row]
     t0 = min((e.start for _, e in rows), default=0.0)
     traces = []
     for i, e in sorted(rows, key=lambda r: (r[1].kind != "F", r[1].micro_batch, r[0])):
@@ -49,7 +49,7 @@ def _traces(events_per_row: Sequence[Iterable[Event | dict]], showlegend: bool, 
     return traces
 
 
-def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str = "") -> go.Figure:
+def timeline(events_per_stage: Sequence[Iterable[Event]], *, title: str = "") -> go.Figure:
     """One step of a real run: a row per stage, a bar per forward (plain) and backward
     (hatched), coloured by micro-batch; the white gaps are the bubble."""
     fig = go.Figure(_traces(events_per_stage, True, "stage"))
@@ -58,7 +58,7 @@ def timeline(events_per_stage: Sequence[Iterable[Event | dict]], *, title: str =
     return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
 
 
-def timelines(runs: Mapping[str, Sequence[Iterable[Event | dict]]], *, title: str = "") -> go.Figure:
+def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "") -> go.Figure:
     """Several timelines (e.g. one per schedule) stacked on a shared time axis, a row per rank
     (a rank may run several stages: the hover text says which)."""
     names = list(runs)
@@ -80,28 +80,19 @@ def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
     xs = [r["piece_ms"] for r in rows]
     fig = go.Figure(
         [
-            go.Scatter(
-                x=xs,
-                y=[r["measured"] for r in rows],
-                mode="lines+markers",
-                name="measured idle",
-                marker=dict(size=10, color=PALETTE[0]),
-            ),
-            go.Scatter(
-                x=xs,
-                y=[r["blocked"] for r in rows],
-                mode="lines+markers",
-                name="blocked in send / recv",
-                marker=dict(size=8, color=PALETTE[1]),
-            ),
-            go.Scatter(
-                x=[min(xs), max(xs)],
-                y=[formula_value] * 2,
-                mode="lines",
-                name="(p-1)/(m+p-1)",
-                line=dict(dash="dash", color="gray"),
-            ),
+            go.Scatter(x=xs, y=[r[key] for r in rows], mode="lines+markers", name=name, marker=dict(size=size, color=c))
+            for key, name, size, c in (
+                ("measured", "measured idle", 10, PALETTE[0]),
+                ("blocked", "blocked in send / recv", 8, PALETTE[1]),
+            )
         ]
+    )
+    fig.add_scatter(
+        x=[min(xs), max(xs)],
+        y=[formula_value] * 2,
+        mode="lines",
+        name="(p-1)/(m+p-1)",
+        line=dict(dash="dash", color="gray"),
     )
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
@@ -168,14 +159,5 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
 
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
-    links = list(seconds)
-    methods = list(next(iter(seconds.values())))
-    fig = go.Figure(
-        [
-            go.Bar(x=links, y=[seconds[link][m] * 1e3 for link in links], name=m, marker_color=PALETTE[i])
-            for i, m in enumerate(methods)
-        ]
-    )
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(type="log")
-    return style(fig, title=modelled("one step, communication overlapping compute"), xaxis="link", yaxis="ms (log)")
+    title = modelled("one step, communication overlapping compute")
+    return grouped(seconds, title=title, xaxis="link", yaxis="ms (log)", scale=1e3, log_y=True)

@@ -1,14 +1,13 @@
 """Bytes autograd holds for backward, measured live: as a forward saves tensors and as autograd frees them.
 
-    from lab_utils.topics.pipeline.live import LiveBytes, LiveMeter
     tally = LiveBytes()
     with LiveMeter(tally, exclude=list(stage.parameters())):   # around one forward
         y = stage(x)
     tally.now, tally.peak          # bytes held for backward now, and the most at once
     y.sum().backward()             # autograd frees what it saved: tally.now falls back
 
-``timeline.Recorder`` opens a ``LiveMeter`` around every forward of its stage, so a schedule that
-holds more micro-batches than its order suggests (or frees late) shows in ``peak``.
+``timeline.Recorder`` meters every forward of its stage, so a schedule that holds more
+micro-batches than its order suggests shows in ``peak``.
 """
 
 from __future__ import annotations

@@ -1,25 +1,18 @@
 """The rank-side harness: run a pipeline step function on this rank's stage, instruments attached.
 
-    from lab_utils import launch
-    from lab_utils.topics.pipeline import runs, stages
-
-    def gpipe_step(stage, inputs, targets): ...      # a notebook cell: one step on one stage
     res = launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [1, 2, 4]))
     res[1]["runs"][4]["events"]       # stage 1's forwards and backwards, one list per repeat
     res[0]["runs"][4]["grads"]        # stage 0's gradient after one step (flattened)
     launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
 
-The step functions (a hand-written loop, one building torch's schedules) and stage wrappers
-(``wrap``, e.g. a checkpointed stage) are the lab's cells; this module only records them.
-
-A step function gets ``stage`` (this rank's part of the model, an nn.Module), ``inputs`` and
-``targets`` (the m micro-batches; every rank gets them, only the first and last stage use their
-values; the others use their shapes). It accumulates the gradient of the batch-mean loss into the
-stage's parameters and returns nothing. Rank r runs stage r of ``world_size`` stages.
+A step function (a lab cell) gets ``stage`` (rank r's stage r), ``inputs`` and ``targets`` (all m
+micro-batches on every rank; the middle stages use only their shapes), accumulates the gradient
+of the batch-mean loss into the stage's parameters and returns nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,11 +64,9 @@ def measure(
     boundaries: Sequence[int] | None = None,
     wrap: Wrap | None = None,
 ) -> dict[str, Any]:
-    """Run ``step_fn`` for each m in ``ms``: ``warmup`` untimed steps before the first m, then
-    ``repeats`` recorded steps per m (gradients zeroed before each); ``wrap(stage)``, when given,
-    replaces the stage first (e.g. a checkpointed stage). Returns, per m: every
-    repeat's events, the messages of the last step, this stage's gradient after one step, and the
-    module forward calls of that step, normal and recomputed in backward."""
+    """Run ``step_fn`` for each m in ``ms`` (``warmup`` untimed steps first, then ``repeats``
+    recorded ones; ``wrap(stage)`` replaces the stage, e.g. checkpointed). Per m: each repeat's
+    events and live peak, the last step's messages, gradient and forward calls (and recomputed)."""
     me = dist_info()
     rank, dev = me.rank, me.device  # one GPU per stage under nccl
     stage = this_stage(spec, boundaries)
@@ -101,7 +92,7 @@ def measure(
             ):
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
-            events.append([e.as_dict() for e in rec.events])
+            events.append(rec.events)
             live.append(rec.live.peak)
         out["runs"][m] = {
             "events": events,
@@ -116,11 +107,9 @@ def measure(
 
 
 def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
-    """Run ``step_fn(parts, inputs, targets)``, a step with ``chunks`` stages per rank: the model is
-    cut into p x chunks stages and rank r holds ``parts = {r: ..., r + p: ..., ...}`` (stage index:
-    module; e.g. a cell building torch's ``ScheduleInterleaved1F1B``). One untimed step, then one
-    recorded. Returns this rank's events (all its stages, ``stage`` = the stage's index), the
-    messages of the recorded step, and each of its stages' gradient by stage index."""
+    """Run ``step_fn(parts, inputs, targets)`` with ``chunks`` stages per rank (rank r holds
+    ``parts = {r: ..., r + p: ...}`` of p x chunks stages, e.g. for ``ScheduleInterleaved1F1B``):
+    one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
     me = dist_info()
     rank, p, dev = me.rank, me.world_size, me.device
     n = p * chunks
@@ -144,14 +133,13 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
     finally:
         for rec in recorders:
             rec.__exit__(None, None, None)
-    events = sorted((e.as_dict() for rec in recorders for e in rec.events), key=lambda e: e["start"])
-    # the recorders start a few microseconds apart: one origin for the rank
-    t0 = min(rec.start for rec in recorders)
-    for rec in recorders:
-        for e in events:
-            if e["stage"] == rec.index:
-                e["start"] += rec.start - t0
-                e["end"] += rec.start - t0
+    t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
+    shifted = (
+        dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
+        for rec in recorders
+        for e in rec.events
+    )
+    events = sorted(shifted, key=lambda e: e.start)
     out = {
         "events": events,
         "messages": sent.events,
@@ -162,9 +150,8 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
 
 
 def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
-    """Bytes DDP's reducer all-reduces for one backward of the whole model on this rank's batch
-    share (in all and per bucket), counted by ``lab_utils.comm.CommCounter`` on real DDP (run on
-    every rank)."""
+    """Bytes real DDP all-reduces for one backward of the whole model on this rank's share (in all
+    and per bucket, counted by ``CommCounter``); run on every rank."""
     dev = dist_info().device
     net = stages.model(spec).to(dev)
     ddp = DDP(net)

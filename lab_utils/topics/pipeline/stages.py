@@ -1,16 +1,12 @@
 """A model cut into pipeline stages, its micro-batches, and the one-process reference.
 
-    from lab_utils.topics.pipeline import stages
     spec = stages.Spec(depth=8, width=128, batch=64)        # the model and data every run shares
-    model = stages.model(spec)                              # nn.Sequential of `depth` blocks
-    parts = stages.split(model, 2)                          # [blocks 0-3, blocks 4-7]
-    parts = stages.split(model, 2, boundaries=[3])          # [blocks 0-2, blocks 3-7]
+    parts = stages.split(stages.model(spec), 2, boundaries=[3])   # [blocks 0-2, blocks 3-7]
     xs, ys = stages.micro_batches(spec, m=4)                # the batch cut into 4 micro-batches
     grads = stages.reference_grads(spec)                    # one process, the whole batch
 
-A stage is a contiguous run of blocks (``nn.Sequential``); ``boundaries`` are the indices of the
-first block of every stage but the first. The loss is the mean over the whole batch, so a
-pipeline with m micro-batches divides each micro-batch's mean loss by m (as accumulation does).
+The loss is the mean over the whole batch, so a pipeline of m micro-batches divides each
+micro-batch's mean loss by m (as accumulation does).
 """
 
 from __future__ import annotations

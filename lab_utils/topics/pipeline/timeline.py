@@ -1,30 +1,24 @@
 """When each stage computes which micro-batch, recorded from outside the loop, and the bubble.
 
-    from lab_utils.topics.pipeline import timeline
-    rec = timeline.Recorder(stage, stage_index=rank)   # hooks on the stage module, nothing in the loop
+    rec = timeline.Recorder(stage, stage_index=rank)  # hooks on the stage module, nothing in the loop
     with rec:
         gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
     rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
-    rec.live.peak       # the most bytes the stage held for backward at once (live.py), measured
+    rec.live.peak       # the most bytes the stage held for backward at once (live.py)
     timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
     timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
 
-How it records. A forward is the time between the stage module's forward pre-hook and forward
-hook; inside it the saved-tensor meter (``live.LiveMeter``) counts what autograd keeps for this
-micro-batch's backward (parameters and inputs that need no gradient, i.e. the data, excluded),
-and keeps it counted in ``live`` until autograd frees it.
-A backward starts when the gradient of that forward's output arrives (a tensor hook on the
-output) and ends when the last parameter of the stage has received its gradient (post-accumulate
-hooks). The micro-batch number of a backward is that of its forward, so any order (GPipe, 1F1B)
-is recorded as it happens. Times are seconds after ``start``, which the
-caller sets right after a barrier, so every rank's clock starts together.
+A forward spans the stage's forward pre-hook to its forward hook; a backward, the arrival of its
+output's gradient (a tensor hook) to the last parameter's post-accumulate hook, numbered by its
+forward, so any order (GPipe, 1F1B) is recorded as it runs. Times are seconds after ``start``,
+which the caller sets right after a barrier, so every rank's clock starts together.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -36,7 +30,6 @@ from lab_utils.topics.pipeline.live import LiveBytes, LiveMeter
 __all__ = [
     "Event",
     "Recorder",
-    "as_events",
     "span",
     "bubble",
     "replay",
@@ -61,15 +54,10 @@ class Event:
     saved_bytes: int = 0
     live_bytes: int = 0  # bytes the stage held for backward (all micro-batches) when this piece ended
 
-    def as_dict(self) -> dict:
-        return asdict(self)
-
 
 class Recorder:
-    """Context manager: records every forward and backward of ``stage`` (an nn.Module) as Events.
-
-    ``live``: the bytes the stage holds for backward over the whole block (``live.peak``: the
-    most at once), measured while the schedule runs (each Event's ``live_bytes``: at its end)."""
+    """Context manager: records every forward and backward of ``stage`` as Events, and in ``live``
+    the bytes it holds for backward (``live.peak``: the most at once)."""
 
     def __init__(self, stage: nn.Module, stage_index: int, *, measure_saved: bool = True):
         self.stage, self.index, self.measure_saved = stage, stage_index, measure_saved
@@ -148,26 +136,21 @@ class Recorder:
         self._handles.clear()
 
 
-def as_events(events: Iterable[Event | dict]) -> list[Event]:
-    """Events from ``Event``s or their dicts (as ranks return them)."""
-    return [e if isinstance(e, Event) else Event(**e) for e in events]
-
-
-def span(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+def span(events_per_stage: Sequence[Iterable[Event]]) -> float:
     """Seconds from the first piece of work on any stage to the end of the last."""
-    evs = [e for ev in events_per_stage for e in as_events(ev)]
+    evs = [e for ev in events_per_stage for e in ev]
     return max(e.end for e in evs) - min(e.start for e in evs)
 
 
-def busy_seconds(events: Iterable[Event | dict]) -> float:
+def busy_seconds(events: Iterable[Event]) -> float:
     """Seconds spent computing (forwards and backwards)."""
-    return sum(e.end - e.start for e in as_events(events))
+    return sum(e.end - e.start for e in events)
 
 
-def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
+def bubble(events_per_stage: Sequence[Iterable[Event]]) -> float:
     """Measured idle fraction of one step: 1 - (time computing, summed over the p stages) /
     (p x the step's duration from the first forward to the last backward on any stage)."""
-    stages = [as_events(ev) for ev in events_per_stage]
+    stages = [list(ev) for ev in events_per_stage]
     if not stages or not all(stages):
         raise ValueError("bubble: give one non-empty list of events per stage (every rank's recorder)")
     t0 = min(e.start for ev in stages for e in ev)
@@ -176,28 +159,21 @@ def bubble(events_per_stage: Sequence[Iterable[Event | dict]]) -> float:
 
 
 def replay(
-    events_per_stage: Sequence[Iterable[Event | dict]],
+    events_per_stage: Sequence[Iterable[Event]],
     *,
     slots: bool = False,
     link: Link | None = None,
     message_bytes: float = 0.0,
 ) -> list[list[Event]]:
-    """The same step with free, instant communication: each stage runs its recorded work in its
-    recorded order for its measured durations, and starts each piece as soon as its input exists
-    (forward i after forward i of the stage before, backward i after backward i of the stage
-    after). Separates the schedule's own bubble from the time lost to messages and to the OS.
+    """The same step with free, instant communication: each stage runs its recorded work, in
+    order, for its measured durations, each piece as soon as its input exists. Separates the
+    schedule's own bubble from the time lost to messages and to the OS.
 
-    ``slots=True`` replaces the durations by 1 per forward and 2 per backward (equal stages):
-    what is left is the bubble of the recorded order alone, which for GPipe's order is exactly
-    (p - 1) / (m + p - 1) and for a loop that does not overlap micro-batches is far more.
-
-    ``link`` puts the messages back, on a modelled link: every forward but the last stage's sends
-    ``message_bytes`` of activations to the next stage, every backward but stage 0's as many bytes
-    of gradients to the one before, and a piece that needs a message starts when it has arrived.
-    Each stage sends on its own link, one message at a time in the order its work produced them,
-    while it goes on computing (asynchronous sends): ``lab_utils.overlap``'s queue
-    (``backward_with_comm``), with the stage's messages as its buckets."""
-    stages = [sorted(as_events(ev), key=lambda e: e.start) for ev in events_per_stage]
+    ``slots=True``: 1 per forward and 2 per backward, the bubble of the recorded order alone
+    (exactly (p - 1) / (m + p - 1) for GPipe's). ``link``: each activation and gradient message
+    (``message_bytes``) is sent asynchronously on the sender's modelled link, queued as
+    ``overlap.backward_with_comm`` queues buckets, and the piece needing it waits for it."""
+    stages = [sorted(ev, key=lambda e: e.start) for ev in events_per_stage]
     p = len(stages)
     done: dict[tuple[int, str, int], float] = {}  # when a piece's output is there for its consumer
     out: list[list[Event]] = [[] for _ in range(p)]
@@ -228,9 +204,8 @@ def replay(
 
 
 def median_bubble(results: Sequence[dict], m: int, *, replayed: bool = False, slots: bool = False) -> float:
-    """Median over the repeats of ``runs.measure`` results (one dict per rank) of the bubble at
-    m micro-batches: measured (wall clock), ``replayed`` (communication free) or ``slots``
-    (the recorded order alone, see ``replay``)."""
+    """Median over the repeats of ``runs.measure`` results of the bubble at m micro-batches:
+    measured, ``replayed`` (communication free) or ``slots`` (the order alone, see ``replay``)."""
     n = len(results[0]["runs"][m]["events"])
     per_repeat = []
     for i in range(n):
@@ -246,17 +221,15 @@ def formula(p: int, m: int) -> float:
     return (p - 1) / (m + p - 1)
 
 
-def order(events: Iterable[Event | dict]) -> list[str]:
+def order(events: Iterable[Event]) -> list[str]:
     """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
-    return [f"{e.kind}{e.micro_batch}" for e in sorted(as_events(events), key=lambda e: e.start)]
+    return [f"{e.kind}{e.micro_batch}" for e in sorted(events, key=lambda e: e.start)]
 
 
 @dataclass(frozen=True)
 class Idle:
-    """Where one step's idle time went, as fractions of p x the step (``bubble``'s denominator):
-    ``measured`` idle in all; ``blocked``: inside a send or receive (from the P2P counter's stamps:
-    waiting for a peer that is still computing, and the message itself); ``between``: neither
-    computing nor in a send or receive (Python between pieces, descheduled by the OS)."""
+    """Where one step's idle time went, as fractions of p x the step: ``blocked`` inside a send or
+    receive (the counter's stamps), ``between`` neither there nor computing (Python, the OS)."""
 
     measured: float
     blocked: float
@@ -276,11 +249,10 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def idle_split(runs_per_stage: Sequence[dict], repeat: int = -1) -> Idle:
-    """``Idle`` of one recorded step (``runs.measure``'s ``runs[m]`` of every rank; the messages
-    are those of the last repeat, so ``repeat`` defaults to it). Blocked time is the union of each
-    stage's stamped send and receive intervals, clipped to the step."""
+    """``Idle`` of one recorded step (every rank's ``runs.measure()["runs"][m]``; the messages are
+    the last repeat's, hence the default): blocked is the union of each stage's stamped messages."""
     evs = [r["events"][repeat] for r in runs_per_stage]
-    t0 = min(e["start"] if isinstance(e, dict) else e.start for ev in evs for e in ev)
+    t0 = min(e.start for ev in evs for e in ev)
     t1 = t0 + span(evs)
     blocked = 0.0
     for r in runs_per_stage:

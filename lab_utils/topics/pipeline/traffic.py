@@ -1,23 +1,17 @@
 """Bytes that pipeline stages send each other, counted, and what they cost on a modelled link.
 
-    from lab_utils.topics.pipeline import traffic
     with traffic.counter().track() as sent:           # a CommCounter: dist.send / isend, recv / irecv
         gpipe_step(stage, inputs, targets)            # or a torch.distributed.pipelining schedule
-    traffic.bytes_to(sent.events)                     # {peer rank: bytes this rank sent it}
     traffic.pipeline_step_seconds(events, sent.events[0].nbytes, LINKS["1GbE"])   # modelled step
     traffic.ddp_step_seconds(events, bucket_bytes, LINKS["1GbE"], world_size=2)   # DDP, same work
 
-The counting is ``lab_utils.comm.CommCounter``'s (each message a ``CommEvent``: op ``"send"`` or
-``"recv"``, its ``peer``, ``caller``, ``start`` and ``end``), so hand-written loops and torch's
-schedules are counted alike without changing either. ``counter`` adds the pipeline's own part:
-inside ``watch.naming_stages`` each message is noted in its stage's status, and a wait that
+Inside ``watch.naming_stages`` each message is also noted in its stage's status, and a wait that
 outlasts the status's ``stall_s`` gives up with ``watch.StageStalled``.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -27,25 +21,15 @@ from lab_utils.overlap import backward_with_comm, evenly_ready
 from lab_utils.simnet import Link
 from lab_utils.topics.pipeline import timeline, watch
 
-__all__ = ["counter", "bytes_to", "pipeline_step_seconds", "ddp_step_seconds"]
+__all__ = ["counter", "pipeline_step_seconds", "ddp_step_seconds"]
 
 
 def counter(origin: float | None = None) -> CommCounter:
-    """A ``CommCounter`` of this rank's messages whose waits report to ``watch`` (see the module
-    docstring). ``origin`` (a ``time.perf_counter()`` value, e.g. a ``timeline.Recorder``'s
-    ``start``) sets the clock of each message's ``start`` and ``end``."""
+    """A ``CommCounter`` of this rank's messages whose waits report to ``watch``; ``origin`` (e.g.
+    a ``timeline.Recorder``'s ``start``) sets the clock of each message's ``start`` and ``end``."""
     c = CommCounter() if origin is None else CommCounter(origin=origin)
     c.on_p2p = lambda event, work: _watched(event, work, c.now)
     return c
-
-
-def bytes_to(events: Iterable[CommEvent]) -> dict[int, int]:
-    """Bytes this rank sent each peer, from a counter's events."""
-    out: dict[int, int] = defaultdict(int)
-    for e in events:
-        if e.op == "send":
-            out[e.peer] += e.nbytes
-    return dict(out)
 
 
 def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
@@ -55,9 +39,8 @@ def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
 
 
 class _Watched:
-    """A message's ``Work`` whose ``wait()`` stamps its event's ``end``, marks it completed in the stage's
-    status (inside ``watch.naming_stages``) and gives up with ``watch.StageStalled`` after the
-    status's ``stall_s`` (when set)."""
+    """A message's ``Work`` whose ``wait()`` stamps its ``end``, marks it completed in the stage's
+    status and gives up with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
 
     def __init__(self, work: Any, status: Any, index: int, event: CommEvent, now: Callable[[], float]):
         self._work, self._status, self._index, self._event, self._now = work, status, index, event, now
@@ -79,22 +62,21 @@ class _Watched:
         return getattr(self._work, name)
 
 
-def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Any]], message_bytes: float, link: Link) -> float:
-    """Modelled seconds of one pipeline step on ``link``: the recorded work of every stage (its
-    order and measured durations) with each message (``message_bytes``) sent on the sender's link
-    while it goes on computing, and each piece waiting for its message (``timeline.replay``)."""
+def pipeline_step_seconds(
+    events_per_stage: Sequence[Iterable[timeline.Event]], message_bytes: float, link: Link
+) -> float:
+    """Modelled seconds of one pipeline step on ``link``: the recorded work, each message sent
+    while the sender computes on (``timeline.replay``)."""
     return timeline.span(timeline.replay(events_per_stage, link=link, message_bytes=message_bytes))
 
 
 def ddp_step_seconds(
-    events_per_stage: Sequence[Iterable[Any]], bucket_bytes: Sequence[float], link: Link, world_size: int
+    events_per_stage: Sequence[Iterable[timeline.Event]], bucket_bytes: Sequence[float], link: Link, world_size: int
 ) -> float:
-    """Modelled seconds of one DDP step doing the same work on ``world_size`` ranks: each rank
-    runs the whole model on 1/world_size of the batch, so its forward (backward) takes the sum of
-    every stage's recorded forwards (backwards) / world_size; the buckets (``bucket_bytes`` in the
-    order DDP all-reduced them) become ready as the backward produces their share of the gradient
-    bytes and are all-reduced while it goes on (``lab_utils.overlap.backward_with_comm``)."""
-    evs = [e for ev in events_per_stage for e in timeline.as_events(ev)]
+    """Modelled seconds of one DDP step doing the same work: each rank's forward (backward) is
+    the stages' recorded ones summed / world_size, and the buckets (in DDP's order) are
+    all-reduced as the backward makes them (``overlap.backward_with_comm``)."""
+    evs = [e for ev in events_per_stage for e in ev]
     forward = sum(e.end - e.start for e in evs if e.kind == "F") / world_size
     backward = sum(e.end - e.start for e in evs if e.kind == "B") / world_size
     return forward + backward_with_comm(evenly_ready(bucket_bytes, backward), backward, link, world_size).end_s

@@ -1,24 +1,14 @@
 """Which stage a pipeline hang is stuck in: each rank writes what it is doing, the timeout reads it.
 
-    from lab_utils import launch
-    from lab_utils.topics.pipeline import runs, watch
-
     with watch.naming_stages():          # a LaunchTimeout inside becomes a StageHang
         launch(runs.measure, 2, args=(step_fn, spec, [4]), timeout=5)
-    # StageHang: stage 1 is blocked in a receive from stage 0 (the activations of micro-batch 1):
-    # stage 0 sent 1 of them and finished its step. ...
+    # StageHang: stage 1 is blocked in a receive from stage 0 (the activations of micro-batch 1): ...
 
-``launch``'s timeout can only say which ranks were still running, and in a pipeline usually all of
-them are: the stage that waits for a message nobody sends, and the stages that wait for it in
-turn. Here each rank keeps a small status file: the phase of its step and every send or receive
-of ``traffic.counter`` (peer, how many so far, whether it completed). On a timeout,
-``naming_stages`` reads the files and names the stage blocked in a send or receive that its peer
-will never match, with the op and the micro-batch it was waiting for and what to change.
-
-A message's micro-batch is its position among the messages between the same two stages in the
-same direction (fill-drain and 1F1B both send micro-batches in order); messages to the next
-stage are activations, to the previous stage gradients. Statuses are written only inside
-``naming_stages`` (it passes a folder to the ranks in the environment), so timing runs pay nothing.
+``launch``'s timeout can only say which ranks still ran, and in a hung pipeline all of them do.
+So each rank keeps a status file (its phase, every send and receive of ``traffic.counter``), and
+on a timeout the stage blocked on a message its peer never matches is named. A message's
+micro-batch is its place among those between the same two stages in the same direction.
+Statuses are written only inside ``naming_stages``, so timing runs pay nothing.
 """
 
 from __future__ import annotations
@@ -77,8 +67,7 @@ class _Status:
         self._write()
 
     def stalled(self, world_size: int) -> StageStalled:
-        """The error this rank raises when a send or receive waited ``stall_s``: what every
-        stage was doing, read from their status files."""
+        """The error raised when a message waited ``stall_s``: what every stage was doing."""
         self.state["stalled"] = True  # the parent names the hang from this, whatever launch reports
         self._write()
         _, why = diagnose(read_statuses(self.folder), world_size)
@@ -139,9 +128,8 @@ def _doing(s: dict | None) -> str:
 
 
 def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, str]:
-    """The stage a hang is stuck in and a sentence saying why and what to change, from the ranks'
-    statuses: the first stage blocked in a send or receive whose peer has not made (or is not
-    blocked in) the matching one. (None, a summary) when no stage is blocked on a message."""
+    """(stage, why and what to change): the first stage blocked on a message its peer has not
+    matched; (None, a summary) when no stage is blocked on one."""
     lines = [f"stage {r}: {_doing(statuses.get(r))}" for r in range(world_size)]
     for r in range(world_size):
         s = statuses.get(r)
@@ -185,11 +173,10 @@ def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, st
 
 @contextlib.contextmanager
 def naming_stages(stall_s: float | None = None) -> Iterator[str]:
-    """Inside this block, pipeline runs (``runs.measure``, ``traffic.counter``) write statuses;
-    a hang leaving it becomes a ``StageHang`` naming the stage and the message it waits for.
-    With ``stall_s``, a rank whose send or receive waits that long gives up by itself
-    (``StageStalled``), so the hang is named after ``stall_s`` of waiting however long the ranks
-    took to start; without it, ``launch``'s timeout ends the run. Yields the status folder."""
+    """Pipeline runs inside write statuses; a hang leaving the block becomes a ``StageHang``
+    naming the stage and the message it waits for. With ``stall_s`` a rank gives up by itself
+    after waiting that long in a send or receive (however slow start-up was); without it,
+    ``launch``'s timeout ends the run. Yields the status folder."""
     if stall_s is not None and not stall_s > 0:
         raise ValueError(f"stall_s={stall_s!r}: give the seconds a send or receive may wait (> 0), or None")
     folder = tempfile.mkdtemp(prefix="lab_pipeline_status_")

@@ -15,7 +15,7 @@ from typing import Any
 
 import nbformat
 
-from lab_utils.solutions import LABS
+from tools.solutions import LABS
 
 NOTEBOOK = LABS / "04_trainer_to_accelerator.ipynb"
 TINY = dict(batch_size=4, grad_accum=2)  # 32 sequences: 8 micro-batches, 4 updates

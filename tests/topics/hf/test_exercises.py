@@ -13,9 +13,9 @@ from torch.utils.data import DataLoader
 from transformers import Trainer, get_scheduler
 
 from lab_utils.checks import NOT_ATTEMPTED
-from lab_utils.solutions import solution
 from lab_utils.topics.hf import exercises
 from tests.conftest import graded_fail
+from tools.solutions import solution
 
 
 def stub(*_args, **_kwargs):

@@ -15,6 +15,16 @@ from lab_utils import launch
 from lab_utils.topics.pipeline import runs, stages, traffic
 from tests.topics.pipeline.schedules import Checkpointed, interleaved_step, torch_step
 
+
+def bytes_to(events) -> dict[int, int]:
+    """Bytes this rank sent each peer, from a counter's events."""
+    out: dict[int, int] = {}
+    for e in events:
+        if e.op == "send":
+            out[e.peer] = out.get(e.peer, 0) + e.nbytes
+    return out
+
+
 SPEC = stages.Spec(depth=4, width=16, batch=8, dtype=torch.float64)
 M = 4
 
@@ -65,7 +75,7 @@ def _counted() -> dict:
     restored = (dist.isend, dist.irecv, dist.send, dist.recv) == before
     sent = sum(e.nbytes for e in c.events if e.op == "send")
     received = sum(e.nbytes for e in c.events if e.op == "recv")
-    return {"sent": sent, "received": received, "to": traffic.bytes_to(c.events), "restored": restored}
+    return {"sent": sent, "received": received, "to": bytes_to(c.events), "restored": restored}
 
 
 def _all() -> dict:

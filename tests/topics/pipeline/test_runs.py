@@ -50,7 +50,7 @@ def test_torch_schedules_match_and_order_as_named(ranks):
     one_f_one_b = timeline.order(ranks[1]["torch"]["1F1B"]["runs"][M]["events"][0])
     assert one_f_one_b == [x for i in range(M) for x in (f"F{i}", f"B{i}")]
     # 1F1B: stage 0 keeps at most 2 micro-batches, GPipe all M
-    per_mb = ranks[0]["hand"]["runs"][M]["events"][0][0]["saved_bytes"]
+    per_mb = ranks[0]["hand"]["runs"][M]["events"][0][0].saved_bytes
     # measured live, while torch's schedules ran
     assert ranks[0]["torch"]["1F1B"]["runs"][M]["live_peak"] == [2 * per_mb]
     assert ranks[0]["torch"]["GPipe"]["runs"][M]["live_peak"] == [M * per_mb]
@@ -61,7 +61,7 @@ def test_blocking_sends_and_receives_are_stamped_on_the_events_clock(ranks):
         run = r["hand"]["runs"][M]
         msgs, (events,) = run["messages"], run["events"]
         assert all(m.end is not None and 0 <= m.start <= m.end for m in msgs)
-        assert max(m.end for m in msgs) <= max(e["end"] for e in events) + 1.0
+        assert max(m.end for m in msgs) <= max(e.end for e in events) + 1.0
     idle = timeline.idle_split([r["hand"]["runs"][M] for r in ranks])
     assert 0 < idle.blocked <= idle.measured  # stage 1 waits in its first receive: blocked time is idle time
 
@@ -71,15 +71,15 @@ def test_interleaved_runs_two_stages_per_rank_to_the_same_gradient(ranks):
     assert sorted(by_stage) == [0, 1, 2, 3] and set(ranks[0]["interleaved"]["grads"]) == {0, 2}
     assert (torch.cat([by_stage[i] for i in range(4)]) - _grads(ranks, "hand")).abs().max() <= 1e-12
     events = ranks[1]["interleaved"]["events"]
-    assert {e["stage"] for e in events} == {1, 3} and len(events) == 2 * 2 * M
-    assert all(a["start"] <= b["start"] for a, b in zip(events, events[1:]))
+    assert {e.stage for e in events} == {1, 3} and len(events) == 2 * 2 * M
+    assert all(a.start <= b.start for a, b in zip(events, events[1:]))
 
 
 def test_checkpointed_stages_recompute_and_keep_only_inputs(ranks):
     r0, r1 = (r["ckpt"]["runs"][M] for r in ranks)
     act = SPEC.batch // M * SPEC.width * 8
-    assert {e["saved_bytes"] for e in r1["events"][0] if e["kind"] == "F"} == {act}
-    assert {e["saved_bytes"] for e in r0["events"][0] if e["kind"] == "F"} == {0}  # the data is not counted
+    assert {e.saved_bytes for e in r1["events"][0] if e.kind == "F"} == {act}
+    assert {e.saved_bytes for e in r0["events"][0] if e.kind == "F"} == {0}  # the data is not counted
     assert r0["recomputed"] == r0["forward_calls"] > 0
     assert (_grads(ranks, "ckpt") - stages.reference_grads(SPEC)).abs().max() <= 1e-12
 

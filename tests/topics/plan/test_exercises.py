@@ -3,10 +3,11 @@ hint), the solutions and the correct variants are ✓."""
 
 import dataclasses
 
-from lab_utils import plan, solutions, stepmem
+from lab_utils import plan, stepmem
 from lab_utils.checks import PASSED
 from lab_utils.topics.plan import exercises
 from tests.conftest import graded_fail
+from tools import solutions
 
 NS = {"dataclasses": dataclasses, "stepmem": stepmem, "exercises": exercises}
 

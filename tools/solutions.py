@@ -1,8 +1,8 @@
 """Exercise solutions from one source: ``labs/solutions/<lab>.py`` -> the lab's stub cells.
 
-    python -m lab_utils.solutions check            # every lab's exercise cells match its solutions
-    python -m lab_utils.solutions sync             # rewrite the labs' exercise cells from them
-    python -m lab_utils.solutions build --out DIR  # instructor copies: labs with solutions filled in
+    python -m tools.solutions check            # every lab's exercise cells match its solutions
+    python -m tools.solutions sync             # rewrite the labs' exercise cells from them
+    python -m tools.solutions build --out DIR  # instructor copies: labs with solutions filled in
 
 A solutions file is a Python script in jupytext's percent format, one cell per exercise; the
 solution is marked with nbgrader's convention:
@@ -228,7 +228,7 @@ def _labs(names: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab_utils.solutions", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.solutions", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=("check", "sync", "build"))
     parser.add_argument("notebooks", nargs="*", help="labs/NN_*.ipynb (default: every lab with solutions)")
     parser.add_argument("--out", default="build/solutions", help="where `build` writes the instructor copies")
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         bad = {p.name: d for p in labs if (d := drift(p))}
         for name, ids in bad.items():
-            print(f"{name}: exercise cells out of step with solutions: {ids} (run: python -m lab_utils.solutions sync)")
+            print(f"{name}: exercise cells out of step with solutions: {ids} (run: python -m tools.solutions sync)")
         return 1 if bad else 0
     if args.command == "sync":
         for p in labs:
