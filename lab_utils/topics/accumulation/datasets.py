@@ -1,18 +1,9 @@
-"""Lab 2's generated data sets, made so that what the lab teaches shows in a run.
+"""Lab 2's generated data, made so that what the lab teaches shows in a run.
 
-    from lab_utils.topics.accumulation.datasets import lm_by_length, noisy_labels
-    micro = lm_by_length(n_windows=10, k=4, per_micro=4)   # 40 LM micro-batches, grouped by length
-    (x_tr, y_tr), (x_val, y_val) = noisy_labels(n_train=32, noise=0.2, seed=0)
-
-``lm_by_length``: sequences of 2..64 tokens whose difficulty depends on their length, sorted by
-length inside each window of ``k`` micro-batches (what ``group_by_length`` batching does), so the
-micro-batches of one window hold very different numbers of tokens. Short sequences (up to
-``short_len`` tokens) are random tokens, so nothing can be learnt from them; longer ones count
-upward (each token is the previous one + 1), which a tiny model learns fast. Under the mean of
-micro-batch means the few tokens of the short micro-batches weigh as much as the many of the long.
-
-``noisy_labels``: a small training set of Gaussian blobs with a fraction of labels flipped (so a
-model that memorises it shows a train/validation gap) and a large clean validation set.
+``lm_by_length``: short sequences are random tokens (nothing to learn), long ones count upward
+(easy), sorted by length inside each window: under the mean of micro-batch means the few tokens
+of a short micro-batch weigh as much as the many of a long one. ``noisy_labels``: a small train
+set with flipped labels (a memorising model shows a gap) and a large clean validation set.
 """
 
 from __future__ import annotations

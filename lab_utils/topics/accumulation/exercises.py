@@ -1,14 +1,11 @@
 """Lab 2's exercise graders: each runs the student's code and compares it with one large batch.
 
-    from lab_utils.topics.accumulation import exercises
     exercises.check_norms(exact_layers)                 # Exercise 1: which layers accumulate exactly
     exercises.check_token_stream(token_accumulate)      # Exercise 2: token losses from a stream
     exercises.check_clipping(accumulate_with_clipping)  # Exercise 3: clip once per window, with a scaler
     exercises.check_tf_port(tf_style_accumulate)        # Exercise 4: TensorFlow's accum_vars, ported
 
-Every grader builds its own model and data in float64, where "equal" means equal to rounding
-(1e-12), and computes its own large-batch reference (``reference.py``); it needs nothing else
-from the notebook.
+In float64, where "equal" means equal to rounding (1e-12); each grader builds its own reference.
 """
 
 from __future__ import annotations

@@ -1,14 +1,4 @@
-"""Lab 2's figures: plain functions, measured numbers in, a plotly figure out.
-
-from lab_utils.topics.accumulation import figures
-figures.gap({"plain loop": 3e-17, "forgot / K": 0.02})          # distance to one large batch
-figures.token_weight([120, 40, 75, 90])                         # tokens per micro-batch
-figures.learning_rates({"per update": lrs_a, "per micro-batch": lrs_b})
-figures.memory_speed([1, 2, 4], [1e6, 2e6, 4e6], [50, 80, 95])   # sizes, bytes, samples/s
-figures.seed_table(rows)                                        # the Hugging Face guide's table, measured here
-figures.loss_curves({"SGD": [1.2, 0.8], "SGD, forgot / K": [1.2, float("inf")]})  # non-finite: cut off
-figures.generalisation_gaps({"batch 4": [0.3, 0.2], "batch 32": [0.1, 0.15]})  # one point per seed
-"""
+"""Lab 2's figures: measured numbers in, a plotly figure out."""
 
 from __future__ import annotations
 

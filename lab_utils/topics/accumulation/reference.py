@@ -1,13 +1,7 @@
 """The large-batch reference that accumulation imitates: what the exercise graders compare with.
 
-    from lab_utils.topics.accumulation.reference import train_large_batch, large_batch_grads
-    lrs = train_large_batch(model, opt, micro_batches, k=4, loss_sum=mse_sum, items=count_items)
-    grads = large_batch_grads(model, micro_batches, loss_sum=mse_sum, items=count_items)
-
-Each window of ``k`` micro-batches is concatenated into one batch and its mean loss (the loss
-sum over the batch's item count) gets one forward, one backward, one step. The lab teaches the
-same loop in a cell (``large_batch``) and checks it equal to this one, clipped and not; this copy
-lets a grader measure a student's loop without the notebook.
+Each window of ``k`` micro-batches is concatenated into one batch: one forward, one backward, one
+step on its mean loss. The lab's ``large_batch`` cell is checked equal to this copy.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
 
-    from lab_utils.topics.checkpointing import exercises
     exercises.check_every_k(forward_every_k)                     # Exercise 1
     exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 2
     exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 3 (predict, then measure)
     exercises.check_policy(budget_policy)                        # Exercise 4
 
-Each prints ○ (not attempted), ✓ (measured and right) or ✗ with what was measured and a hint,
-and returns that mark (see ``lab_utils.checks.grader``); torch's CheckpointError from the
-student's code is a ✗ that says what it means. The references are computed here, on the grader's own model, by
-private runners (the lab's cells write their own; nothing here is exported to run a chain).
+torch's CheckpointError from the student's code is a ✗ that says what it means. The references
+run on the grader's own model, by private runners (nothing here is exported to run a chain).
 """
 
 from __future__ import annotations

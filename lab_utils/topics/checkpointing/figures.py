@@ -1,11 +1,7 @@
-"""Figures of the checkpointing lab: the computation graph with what is kept, and the trade-off.
+"""Figures of the checkpointing lab: the graph with what is kept, the trade-off, plans, memory.
 
-from lab_utils.topics.checkpointing import figures
 fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
 fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
-fig = figures.strip(plan.segments, n_blocks)      # which blocks a plan checkpoints
-fig = figures.anatomy_bars({"measured": {"weights": 3.2, ...}, "predicted": {...}})
-fig = figures.memory_timeline({"none": timeline, ...})   # allocated bytes through one step
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """Measuring checkpointing on a real chain: per-block profile, strategies side by side, and what
 stays alive after a forward.
 
-    from lab_utils.topics.checkpointing import measure
     act, inp, cost = measure.profile_blocks(model, x)          # the planner's inputs, measured
     rows = measure.compare_strategies(model, x, {"none": forward_plain, "every block": forward_every_block})
     print(measure.results_table(rows))
-    with measure.AliveActivations(model) as alive:            # however the graph keeps them
-        y = my_checkpoint(model, x)
-    alive.bytes(exclude=[x, y])                                # module outputs still in memory
 
-``compare_strategies`` takes the forward functions the lab writes, ``fn(blocks, x) -> y``, and
-measures them from outside: it never chooses what to checkpoint. It counts ``kept`` over the
-chain's forward only (the loss's own saved tensors are not the chain's), excludes the batch
-``x`` (it lives anyway) and measures the allocator's peak for the whole step where it can
-(CUDA, or the CPU profiler with ``profile_cpu=True``).
+``compare_strategies`` measures the lab's forward functions from outside, never choosing what to
+checkpoint; ``kept`` counts the chain's forward only (not the loss's), batch excluded.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Selective checkpointing policies, and the instrument that lets the memory meter see their cache.
 
-    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
-    from lab_utils.topics.checkpointing import policies
     contexts = functools.partial(create_selective_checkpoint_contexts, policies.counted(my_policy))
     y = checkpoint(block, x, use_reentrant=False, context_fn=contexts)
 
-A policy is ``policy(ctx, op, *args, **kwargs) -> CheckpointPolicy``, called for every op the
-checkpointed region runs: MUST_SAVE/PREFER_SAVE keep the op's output in a cache for backward,
-MUST_RECOMPUTE/PREFER_RECOMPUTE drop it and run the op again in backward. The labs write their
-policies in the notebook; this module holds what measures them and two ready-made ones:
-
-- ``counted(policy)``: the same decisions, and every output it saves is reported to an active
-  ``lab_utils.memory.SavedTensorMeter`` (the cache lives where no saved-tensor hook sees it);
-- ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``, every matrix
-  product, the attention core's ``bmm`` included), recompute the rest; with ``WEIGHT_MATMUL_OPS``
-  (the products with a weight: the linear layers) it is Korthikanti et al.'s selective recompute;
-- ``op_census(block, x)``: the ops a checkpointed region runs, with their output bytes and
-  FLOPs (what a policy decides on: FLOPs per byte);
-- ``op_key(op, args)``: which op call a policy is deciding on (the op and its tensor arguments'
-  shapes): the census lists it per row, so a policy can single out one call of a block;
-- ``module_policy(model, names)``: save every op run inside the named modules (the lab's
-  node-by-node explorer).
+A policy is ``policy(ctx, op, *args, **kwargs) -> CheckpointPolicy``; ``counted`` is needed because
+the policy's cache lives where no saved-tensor hook (so no ``SavedTensorMeter``) sees it.
 """
 
 from __future__ import annotations

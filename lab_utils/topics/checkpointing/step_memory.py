@@ -1,23 +1,9 @@
 """The memory of one training step, measured part by part (what ``stepmem.predict`` predicts).
 
-    from lab_utils.topics.checkpointing.step_memory import measure_anatomy
-    opt = torch.optim.AdamW(model.parameters())
-    got = measure_anatomy(model, batch, opt, accumulation=4)   # an anatomy.Anatomy, measured
-    got.parts(), got.peak
+    got = measure_anatomy(model, batch, opt, accumulation=4)   # a stepmem.Anatomy, measured
 
-What each part is, exactly:
-
-- ``weights``, ``gradients``, ``optimizer``: bytes of the parameter tensors, of their ``.grad``
-  tensors and of every tensor in ``optimizer.state`` (after a first step has created them);
-- ``activations``: bytes autograd keeps for backward during one micro-batch's forward
-  (``SavedTensorMeter``: unique storages, parameters and the batch's own tensors excluded);
-- ``temporaries``: the allocator's peak over the whole step (every micro-batch's forward and
-  backward, then ``optimizer.step()``), above the level at its start (weights, gradients and
-  optimizer state already allocated), minus ``activations``. The peak is CUDA's
-  ``max_memory_allocated`` on a GPU and the CPU profiler's allocation events on a CPU
-  (``lab_utils.memory.cpu_peak``).
-
-Checkpointing is whatever the model does (``model.activation_checkpointing_enable()``).
+``activations``: what ``SavedTensorMeter`` counts over one micro-batch's forward; ``temporaries``:
+the allocator's peak over the whole step above its start (CUDA's, or ``cpu_peak``), less that.
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Lab 4's figures: two or more runs' losses, what happens on each micro-batch of a
-multi-process run, and learning-rate schedules.
-
-    from lab_utils.topics.hf import figures
-    figures.loss_match({"Trainer": losses, "Accelerate loop": losses2}, grad_accum=1)
-    figures.sync_timeline(rank_run)           # one rank's accelerate_meter.metered(loop) result
-    figures.lr_schedules({"prepared": lrs, "not prepared": lrs2})
-"""
+"""Lab 4's figures: runs' losses, each micro-batch of a multi-process run, learning-rate schedules."""
 
 from __future__ import annotations
 

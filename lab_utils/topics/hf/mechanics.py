@@ -1,10 +1,4 @@
-"""What Accelerate and the Trainer do inside a loop, each piece measured on its own (one process).
-
-from lab_utils.topics.hf import mechanics
-mechanics.backward_scaling(4)                   # inside/outside accumulate: 0.25 both
-parts = mechanics.uneven_window(4)              # LM micro-batches of very different lengths
-mechanics.token_loss_normalisation()            # num_items_in_batch == one big batch
-"""
+"""What Accelerate and the Trainer do inside a loop, each piece measured on its own (one process)."""
 
 from __future__ import annotations
 

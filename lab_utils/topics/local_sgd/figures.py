@@ -1,15 +1,6 @@
-"""Figures of the local SGD lab (labs/05_local_sgd.ipynb); the slide deck shows their stored outputs.
+"""Figures of the local SGD lab; the slide deck shows their stored outputs.
 
-    figures.spread(runs["H=4"])                        # ranks drift apart, averaging rejoins them
-    figures.loss(runs, ["DDP", "H=8", "H=32"])         # held-out loss against steps
-    figures.traffic(runs, ["DDP", "H=8"])              # counted bytes per rank
-    figures.wallclock(runs, LINKS["1GbE"], 2, step_s)  # loss against (partly modelled) time
-    figures.totals(runs, LINKS, 2, step_s)             # time of the whole run against H
-    figures.schedule(results)                          # Accelerate: micro-batches, updates, averagings
-    figures.seeds_band(study, ["local H=8", "accum K=8"], per_round=8)   # loss against rounds, seeds' spread
-    figures.outer_sweep(study, "DiLoCo")               # final loss per (outer lr, momentum), min-max bars
-
-Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` (plain dicts) return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` return.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
-"""A convergence study that earns its conclusions: every configuration trained with several seeds
-at once, compared at equal communication, and verdicts only as strong as the seeds' spread.
+"""A convergence study that earns its conclusions: several seeds per configuration, compared at
+equal communication, verdicts only as strong as the seeds' spread.
 
-    def study(steps):                                     # runs on every rank (one launch)
-        return {"local H=8": study.run_seeds(train_local, steps=steps, seeds=(0, 1, 2), H=8), ...}
-    res = launch(study, world_size=2, args=(128,))[0]
-    study.verdict(res["local H=8"]["final"], res["accum K=8"]["final"])   # 'beats', 'loses' or 'ties'
-    study.paired_verdict(res["local H=8"]["final"], res["accum K=8"]["final"])  # 'beats', 'loses' or 'mixed'
-    study.sign_test(res["local H=8"]["final"], res["accum K=8"]["final"])   # SignTest(wins=7, n=8, p=0.07)
-
-``run_seeds`` trains the seeds' models *as one* (:class:`SeedStack`: their parameters stacked
-along a new first dimension, each linear layer one batched matmul), so a study of S seeds costs
-about one run, not S. Every operation of the methods is elementwise per parameter (SGD, momentum,
-AdamW, averaging, an outer Nesterov step) or per seed (the loss), so each seed should train as
-it would alone. ``tests/topics/local_sgd/test_study.py`` checks this against separate runs for one
-process with plain SGD and AdamW only; DDP, accumulation and the outer step rest on the argument.
-
-Two verdicts: seeds are *paired* (seed s gives every method the same initialisation, data and
-batch order), so ``paired_verdict`` says A beats B when A is better on every seed; ``verdict`` is
-the stronger statement, A's worst seed better than B's best (beats by more than the spread).
+``run_seeds`` trains S seeds *as one* (``SeedStack``: parameters stacked, one batched matmul per
+layer), which holds because every method's operation is elementwise per parameter or per seed;
+``tests/topics/local_sgd/test_study.py`` checks it against separate runs (SGD, AdamW, one process).
+Seeds are paired: ``paired_verdict`` needs A better on every seed; ``verdict`` needs A's worst
+seed better than B's best.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Lab 8's figures: a step's parts measured against predicted; the plan per strategy.
-
-from lab_utils.topics.plan import figures
-figures.parts({"fp32 measured": anatomy, "fp32 predicted": anatomy, ...})
-figures.plan(plans, hardware)          # lab_utils.plan.report.figure, restyled
-"""
+"""Lab 8's figures: a step's parts measured against predicted; the plan per strategy."""
 
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
-"""A scaled-down plan, run for real on this machine: a Llama-style decoder built offline from a
-``Shape``, one training step measured part by part (bf16 autocast included), and the process's
-own peak for a step run in a fresh interpreter.
+"""A scaled-down plan, run for real here: a Llama-style decoder built offline from a ``Shape``.
 
-    from lab_utils.topics.plan import measure
-    model, batch = measure.build(shape)                  # a LlamaForCausalLM with random weights
-    got = measure.step_parts(shape)                      # a stepmem.Anatomy, measured
-    measure.process_peak(shape)                          # bytes: VmHWM of a fresh process, less its start
+    got = measure.step_parts(shape)      # a stepmem.Anatomy, measured (bf16 autocast if the shape says so)
+    measure.process_peak(shape)          # bytes: VmHWM of a fresh process, less its start
 
-``step_parts`` counts as lab 1's ``measure_anatomy`` does (tensor bytes of weights, gradients
-and optimizer state; bytes autograd saves over one micro-batch's forward; the CPU allocator's
-peak over the whole step less those), with the forward under ``torch.autocast`` when the shape
-says bf16. ``process_peak`` needs none of torch's meters: a child process started with
-``MALLOC_MMAP_THRESHOLD_=65536`` (so freed tensors go back to the kernel) resets its peak
-(``/proc/self/clear_refs``) after a first step and reads ``VmHWM`` after a second; Linux only.
+``process_peak`` needs no torch meter: a child with ``MALLOC_MMAP_THRESHOLD_=65536`` (freed
+tensors go back to the kernel) resets its peak via ``/proc/self/clear_refs`` after a first step
+and reads ``VmHWM`` after a second; Linux only.
 """
 
 from __future__ import annotations
