@@ -13,16 +13,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, legend_beside, style
 
-__all__ = [
-    "STATUS_COLORS",
-    "ANATOMY_COLORS",
-    "graph",
-    "tradeoff",
-    "strip",
-    "anatomy_bars",
-    "segment_curves",
-    "memory_timeline",
-]
+__all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
 # what happened to a node's value between forward and backward
 STATUS_COLORS = {
@@ -33,6 +24,9 @@ STATUS_COLORS = {
     "input": "#444444",
     "": "#dddddd",
 }
+
+_ARROW = dict(xref="x", yref="y", axref="x", ayref="y", showarrow=True, text="")
+_ARROW.update(arrowhead=3, arrowsize=1.2, arrowwidth=1.5, arrowcolor="#888", standoff=22, startstandoff=22)
 
 
 def graph(
@@ -51,24 +45,7 @@ def graph(
     fig = go.Figure()
     for a, b in edges:
         (x0, y0), (x1, y1) = nodes[a], nodes[b]
-        fig.add_annotation(
-            x=x1,
-            y=y1,
-            ax=x0,
-            ay=y0,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            showarrow=True,
-            arrowhead=3,
-            arrowsize=1.2,
-            arrowwidth=1.5,
-            arrowcolor="#888",
-            standoff=22,
-            startstandoff=22,
-            text="",
-        )
+        fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, **_ARROW)
     for st in dict.fromkeys(status.get(n, "") for n in nodes):
         names = [n for n in nodes if status.get(n, "") == st]
         fig.add_trace(
@@ -190,13 +167,6 @@ def _add_strip(fig: go.Figure, plan, n: int, row: int) -> None:
     )
     fig.update_yaxes(visible=False, row=row, col=1)
     fig.update_xaxes(title_text="block (green: stored, grey: checkpointed; | starts a segment)", row=row, col=1)
-
-
-def strip(plan: Sequence[tuple[int, int, str]], n_blocks: int, *, title: str = "") -> go.Figure:
-    """One bar per block: stored (green) or inside a checkpointed segment (grey)."""
-    fig = make_subplots(rows=1, cols=1)
-    _add_strip(fig, plan, n_blocks, row=1)
-    return style(fig, title=title, height=200)
 
 
 ANATOMY_COLORS = {

@@ -113,18 +113,11 @@ def compare_strategies(
     blocks: tuple[list[int], list[int], list[int]] | None = None,
     progress: bool = False,
 ) -> list[dict]:
-    """Run one training step of ``model`` on ``x`` per strategy and measure it from outside.
-
-    ``strategies``: name -> a forward function ``fn(model, x) -> y`` (the lab's cells). Each row
-    holds: kept (bytes the chain's forward saves for backward, batch excluded), segments (the runs
-    of blocks that ran again in backward, as ``(start, stop)``), peak_model (the planner's
-    position-aware peak for those segments, ``planner.evaluate``, shifted by the measured kept
-    bytes), peak (allocator peak of
-    the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
-    forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
-    calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``, the
-    strategies timed in interleaved rounds, see ``interleaved_min``; nan when ``repeat=0``) and
-    grad_diff (largest gradient difference from no checkpointing)."""
+    """One training step per strategy (name -> ``fn(model, x) -> y``), measured from outside. Each
+    row: kept (batch excluded), segments (blocks re-run in backward, ``(start, stop)``), peak_model
+    (``planner.evaluate`` for those segments, shifted by the measured kept), peak (allocator peak:
+    CUDA, or the CPU profiler with ``profile_cpu``, else None), forward/total/extra_flops,
+    recomputed (calls re-run), seconds (``interleaved_min``; nan when ``repeat=0``), grad_diff."""
     act, inp, _ = blocks or profile_blocks(model, x)
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -195,13 +188,8 @@ def compare_strategies(
 
 
 def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> list[float]:
-    """Fastest of ``repeat`` timed calls of each step, taken in rounds (every step once per round),
-    so that a burst of load on the machine slows every step alike instead of one, with Python's
-    garbage collector paused (as ``timeit`` does); nan when ``repeat=0``.
-
-    >>> interleaved_min([lambda: sum(range(1000)), lambda: sum(range(10))], repeat=3)  # doctest: +SKIP
-    [1.2e-05, 4e-07]
-    """
+    """Fastest of ``repeat`` timed calls of each step, in rounds (every step once per round), so a
+    burst of load slows every step alike; the garbage collector paused, as ``timeit`` does."""
     for _ in range(warmup):
         for step in steps:
             step()

@@ -8,47 +8,68 @@ the allocator's peak over the whole step above its start (CUDA's, or ``cpu_peak`
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy
 
-__all__ = ["measure_anatomy"]
+__all__ = ["measure_anatomy", "stepper"]
 
 
-def _micro_batches(batch: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:
+def stepper(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    accumulation: int = 1,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> tuple[list[dict[str, torch.Tensor]], Callable, Callable[[], None]]:
+    """``(micro, loss, step)``: ``batch`` cut into ``accumulation`` micro-batches, ``loss(mb)``
+    (``model(**mb).loss`` under ``autocast()``) and ``step()`` (every micro-batch, then the update)."""
     n = len(next(iter(batch.values())))
-    if k < 1 or n % k:
-        raise ValueError(f"measure_anatomy(accumulation={k}): must be >= 1 and divide the batch of {n} sequences")
-    m = n // k
-    return [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+    if accumulation < 1 or n % accumulation:
+        raise ValueError(f"accumulation={accumulation}: must be >= 1 and divide the batch of {n} sequences")
+    m = n // accumulation
+    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(accumulation)]
+
+    def loss(mb: dict[str, torch.Tensor]) -> torch.Tensor:
+        with autocast():
+            return model(**mb).loss
+
+    def step() -> None:
+        for mb in micro:
+            (loss(mb) / accumulation).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+    return micro, loss, step
 
 
 def measure_anatomy(
-    model: nn.Module, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, *, accumulation: int = 1
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    accumulation: int = 1,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> Anatomy:
     """Measure one step of ``model(**micro_batch).loss`` over ``accumulation`` micro-batches of
     ``batch``, then ``optimizer.step()``; a first step (not measured) allocates gradients and the
     optimizer's state, as in any training loop after its first step."""
-    micro = _micro_batches(batch, accumulation)
-
-    def step() -> None:
-        for mb in micro:
-            (model(**mb).loss / accumulation).backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=False)
-
+    micro, loss_of, step = stepper(model, batch, optimizer, accumulation=accumulation, autocast=autocast)
     model.train()
     step()
     params = [p for p in model.parameters() if p.requires_grad]
     exclude = [v for mb in micro for v in mb.values()] + list(batch.values())
     with SavedTensorMeter(model, exclude=exclude) as meter:
-        loss = model(**micro[0]).loss
+        loss = loss_of(micro[0])
     del loss
-    cuda = next(iter(params)).is_cuda
-    if cuda:
-        with CudaPeak() as peak:
+    if params[0].is_cuda:
+        with CudaPeak(params[0].device) as peak:
             step()
         top = peak.bytes
     else:

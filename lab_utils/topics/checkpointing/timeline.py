@@ -33,15 +33,6 @@ class Timeline:
     def peak(self) -> int:
         return max(self.live, default=0)
 
-    @property
-    def peak_in_backward(self) -> int:
-        return max(self.live[self.backward_at :], default=0)
-
-    @property
-    def at_backward_start(self) -> int:
-        """Allocated when backward starts: what the forward left alive (saved tensors, output)."""
-        return self.live[self.backward_at - 1] if self.backward_at else 0
-
 
 def allocation_timeline(loss_fn: Callable[[], torch.Tensor], device: torch.device | str = "cpu") -> Timeline:
     """Run ``loss_fn()`` (a forward that returns a scalar loss) and its backward under the

@@ -17,13 +17,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 
 import torch
 from torch import nn
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy, Shape
+from lab_utils.topics.checkpointing.step_memory import measure_anatomy, stepper
 
 __all__ = ["build", "step_parts", "process_peak"]
 
@@ -64,57 +65,28 @@ def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=momentum, foreach=shape.foreach)
 
 
-def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor], opt: torch.optim.Optimizer):
-    device = next(model.parameters()).device.type
-    k = shape.accumulation
-    m = shape.micro_batch
-    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+def _cast(shape: Shape, model: nn.Module) -> Callable[[], contextlib.AbstractContextManager]:
+    if shape.precision != "bf16":
+        return contextlib.nullcontext
+    return lambda: torch.autocast(next(model.parameters()).device.type, dtype=torch.bfloat16)
 
-    def forward(mb):
-        bf16 = shape.precision == "bf16"
-        cast = torch.autocast(device, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        with cast:
-            return model(**mb).loss
 
-    def step() -> None:
-        for mb in micro:
-            (forward(mb) / k).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-
-    return micro, forward, step
+def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+    opt = _optimizer(shape, model)
+    return stepper(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))[2]
 
 
 def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
-    """One step of a model of ``shape``, measured part by part (after a first step, not measured,
-    that allocates gradients and the optimizer's state). The peak is the CPU profiler's on a CPU
-    and ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
+    """One step of a model of ``shape``, measured part by part (``measure_anatomy``, the forward
+    under bf16 autocast when the shape says so). The peak is the CPU profiler's on a CPU and
+    ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
     model, batch = build(shape, seed=seed)
     model.to(device)
     batch = {k: v.to(device) for k, v in batch.items()}
-    model.train()
     opt = _optimizer(shape, model)
-    micro, forward, step = _stepper(shape, model, batch, opt)
-    step()
-    params = [p for p in model.parameters() if p.requires_grad]
-    with SavedTensorMeter(model, exclude=[v for mb in micro for v in mb.values()] + list(batch.values())) as meter:
-        loss = forward(micro[0])
-    del loss
-    if device.startswith("cuda"):
-        with CudaPeak(device) as peak:
-            step()
-        top = peak.bytes
-    else:
-        top = cpu_peak(step)
-    return Anatomy(
-        weights=tensor_bytes(params),
-        gradients=tensor_bytes(p.grad for p in params),
-        optimizer=tensor_bytes(v for st in opt.state.values() for v in st.values()),
-        activations=meter.total_bytes,
-        temporaries=top - meter.total_bytes,
-    )
+    return measure_anatomy(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))
 
 
 def _vm(field: str) -> int:
@@ -135,14 +107,13 @@ def _child(shape_json: str) -> None:
     tiny = dataclasses.replace(shape, layers=1, hidden=8 * g, heads=g, kv_heads=1,
                                ffn=32, vocab=32, seq=8, batch=shape.accumulation)  # fmt: skip
     model, batch = build(tiny)
-    _stepper(tiny, model, batch, _optimizer(tiny, model))[2]()
+    _stepper(tiny, model, batch)()
     del model, batch
     gc.collect()
     before = _vm("VmRSS")
     model, batch = build(shape)
     model.train()
-    opt = _optimizer(shape, model)
-    _, _, step = _stepper(shape, model, batch, opt)
+    step = _stepper(shape, model, batch)
     step()
     start = _vm("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
