@@ -190,22 +190,10 @@ def seed_table(
         raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
     name = f"measured here ({device})"
-    t0, m0 = measured[0]["seconds"], measured[0][memory_key]
-    fig.add_trace(
-        go.Bar(name=name, x=setups, y=[r["seconds"] / t0 for r in measured], marker_color=_OK, legendgroup=name), 1, 1
-    )
-    fig.add_trace(
-        go.Bar(
-            name=name,
-            x=setups,
-            y=[r[memory_key] / m0 for r in measured],
-            marker_color=_OK,
-            legendgroup=name,
-            showlegend=False,
-        ),
-        1,
-        2,
-    )
+    for col, key in ((1, "seconds"), (2, memory_key)):
+        y = [r[key] / measured[0][key] for r in measured]
+        bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=col == 1)
+        fig.add_trace(bar, 1, col)
     style(fig, title=f"Time and memory of each setup relative to batch B, measured on {device}", height=460)
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0), margin=dict(b=90))

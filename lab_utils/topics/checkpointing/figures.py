@@ -180,7 +180,9 @@ ANATOMY_COLORS = {
 }
 
 
-def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB", title: str = "") -> go.Figure:
+def anatomy_bars(
+    columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB", title: str = "", digits: int = 1
+) -> go.Figure:
     """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
     stacking the parts of a step's memory (keys of ``ANATOMY_COLORS``; missing parts are 0)."""
     fig = go.Figure()
@@ -193,7 +195,7 @@ def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB
                 y=[columns[n].get(part, 0) for n in names],
                 name=part,
                 marker_color=ANATOMY_COLORS[part],
-                hovertemplate=f"{part}: %{{y:.1f}} {unit}<extra></extra>",
+                hovertemplate=f"{part}: %{{y:.{digits}f}} {unit}<extra></extra>",
             )
         )
     fig.update_layout(barmode="stack")

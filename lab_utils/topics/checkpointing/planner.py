@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
@@ -82,13 +83,6 @@ def _out(inp: Sequence[float], e: int) -> float:
     return inp[e] if e < len(inp) else inp[-1]
 
 
-def _prefix(values: Sequence[float]) -> list[float]:
-    out = [0.0]
-    for v in values:
-        out.append(out[-1] + v)
-    return out
-
-
 def _states(
     act, inp, cost, budget: float = math.inf, in_flight: float = 0.0
 ) -> list[tuple[float, float, float, tuple]]:
@@ -99,7 +93,7 @@ def _states(
     start of the backward adds ``in_flight`` on top of all of them)."""
     kept_cap = budget - in_flight
     n = len(act)
-    pa, pc = _prefix(act), _prefix(cost)
+    pa, pc = list(accumulate(act, initial=0.0)), list(accumulate(cost, initial=0.0))
     states: list[list[tuple[float, float, float, tuple]]] = [[(0.0, 0.0, 0.0, ())]]
     for i in range(1, n + 1):
         cands = []

@@ -4,8 +4,8 @@ equal communication, verdicts only as strong as the seeds' spread.
 ``run_seeds`` trains S seeds *as one* (``SeedStack``: parameters stacked, one batched matmul per
 layer), which holds because every method's operation is elementwise per parameter or per seed;
 ``tests/topics/local_sgd/test_study.py`` checks it against separate runs (SGD, AdamW, one process).
-Seeds are paired: ``paired_verdict`` needs A better on every seed; ``verdict`` needs A's worst
-seed better than B's best.
+Seeds are paired (same init, data and order per seed): ``sign_test`` counts the seeds A wins;
+``verdict`` needs A's worst seed better than B's best.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.topics.local_sgd import task
 
-__all__ = ["SeedStack", "run_seeds", "verdict", "paired_verdict", "spread", "SignTest", "sign_test"]
+__all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
 
 
 class _GradTimes(torch.autograd.Function):
@@ -181,25 +181,6 @@ def verdict(a: Sequence[float], b: Sequence[float]) -> str:
     if max(b) < min(a):
         return "loses"
     return "ties"
-
-
-def paired_verdict(a: Sequence[float], b: Sequence[float]) -> str:
-    """Held-out losses of A and B on the same seeds, in the same order (lower is better):
-    ``'beats'`` if A is better than B on every seed, ``'loses'`` if worse on every seed, else
-    ``'mixed'``. Seed s gives both the same initialisation, data and batch order, so a win on
-    every seed is a win on every pairing, even when the seeds' ranges overlap.
-
-        paired_verdict([1.305, 0.884, 1.266], [1.418, 1.039, 1.399])   # 'beats' (verdict(): 'ties')
-    """
-    if not a or len(a) != len(b):
-        raise ValueError(
-            f"paired_verdict() needs one value per seed on each side, in seed order: got {len(a)} and {len(b)}"
-        )
-    if all(x < y for x, y in zip(a, b)):
-        return "beats"
-    if all(x > y for x, y in zip(a, b)):
-        return "loses"
-    return "mixed"
 
 
 @dataclass(frozen=True)
