@@ -44,11 +44,6 @@ def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) ->
     return h
 
 
-def _every_k(model: nn.Sequential, x: torch.Tensor, k: int) -> torch.Tensor:
-    """The grader's reference for Exercise 1."""
-    return _run_plan(model, x, [(s, min(s + k, len(model)), "full") for s in range(0, len(model), k)])
-
-
 def _selective(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> torch.Tensor:
     """Every block in its own selective region (the meter sees the policy's cache); plain if no policy."""
     if policy is None:
@@ -110,6 +105,15 @@ def _grads(model: nn.Module, run: Callable[[], torch.Tensor], x: torch.Tensor | 
     return [None if g is None else g.detach().clone() for g in out]
 
 
+def _kept_and_reruns(model: nn.Module, x: torch.Tensor, forward: Callable[[], torch.Tensor]) -> tuple[int, dict]:
+    """Bytes the forward keeps for backward (batch excluded), and the module calls re-run in backward."""
+    with CallCounter(model) as calls:
+        with SavedTensorMeter(model, exclude=[x]) as meter:
+            y = forward()
+        _loss(y).backward()
+    return meter.total_bytes, dict(calls.recomputed)
+
+
 def _same_grads(got: list, ref: list, what: str) -> None:
     missing = sum(g is None for g in got)
     assert not missing, f"{what}: {missing} of {len(got)} gradients are missing (None): part of the graph got lost"
@@ -154,25 +158,19 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
     out = []
     for k in (2, 3):
         groups = -(-n // k)
-        with CallCounter(model) as want_calls:
-            with SavedTensorMeter(model, exclude=[x]) as want:
-                y = _every_k(model, x, k)
-            _loss(y).backward()
+        plan = [(s, min(s + k, n), "full") for s in range(0, n, k)]
+        want, want_calls = _kept_and_reruns(model, x, lambda plan=plan: _run_plan(model, x, plan))
         with _explained_checkpoint_errors("call checkpoint(group, h, use_reentrant=False) on each group once"):
             got = _grads(model, lambda k=k: forward_every_k(model, x, k))
             _same_grads(got, ref, f"k={k}")
-            with CallCounter(model) as calls:
-                with SavedTensorMeter(model, exclude=[x]) as meter:
-                    y = forward_every_k(model, x, k)
-                _loss(y).backward()
-        kept = meter.total_bytes
-        assert kept == want.total_bytes, (
+            kept, calls = _kept_and_reruns(model, x, lambda k=k: forward_every_k(model, x, k))
+        assert kept == want, (
             f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {groups} checkpointed groups of "
-            f"{k} blocks keep {fmt_bytes(want.total_bytes)} (their inputs, the batch excluded)"
+            f"{k} blocks keep {fmt_bytes(want)} (their inputs, the batch excluded)"
         )
-        assert dict(calls.recomputed) == dict(want_calls.recomputed), (
+        assert calls == want_calls, (
             f"k={k}: the modules re-run in backward are not those of {groups} checkpointed groups "
-            f"({sum(calls.recomputed.values())} calls re-run, expected {sum(want_calls.recomputed.values())})"
+            f"({sum(calls.values())} calls re-run, expected {sum(want_calls.values())})"
         )
         out.append(f"k={k}: {fmt_bytes(kept)} kept")
     model.zero_grad(set_to_none=True)

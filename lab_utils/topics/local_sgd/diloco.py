@@ -88,12 +88,7 @@ def grid(
             optimizer="adamw",
             lr=1e-3,
         )
-        out[f"{lr}/{mu}"] = {
-            "final": r["final"],
-            "curve": r["curve"],
-            "rounds": r["rounds"],
-            "bytes": r["comm"]["bytes"],
-        }
+        out[f"{lr}/{mu}"] = {k: r[k] for k in ("final", "curve", "rounds")} | {"bytes": r["comm"]["bytes"]}
     return out
 
 
