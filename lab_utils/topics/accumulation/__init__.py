@@ -12,19 +12,6 @@ _NAMES = {
     **dict.fromkeys(["windows", "window_sizes", "num_updates", "concat_batches"], "windowing"),
     **dict.fromkeys(["count_items", "count_tokens", "mse_sum", "lm_token_loss_sum"], "losses"),
 }
-__all__ = [
-    "datasets",
-    "exercises",
-    "figures",
-    "reference",
-    "windows",
-    "window_sizes",
-    "num_updates",
-    "concat_batches",
-    "count_items",
-    "count_tokens",
-    "mse_sum",
-    "lm_token_loss_sum",
-]
+__all__ = ["datasets", "exercises", "figures", "reference", *_NAMES]
 
 __getattr__ = lazy(__name__, ["datasets", "exercises", "figures", "reference", "losses", "windowing"], _NAMES)

@@ -11,20 +11,6 @@ from lab_utils.topics import lazy
 _MODULES = ["accelerate_runs", "cost", "diloco", "exercises", "figures", "record", "study", "task"]
 _NAMES = {"run": "record", "gather": "record", "Run": "record", "run_accelerate": "accelerate_runs"}
 _NAMES.update({"compute_per_step": "cost", "elapsed_seconds": "cost"})
-__all__ = [
-    "cost",
-    "diloco",
-    "exercises",
-    "figures",
-    "record",
-    "study",
-    "task",
-    "run",
-    "gather",
-    "Run",
-    "run_accelerate",
-    "compute_per_step",
-    "elapsed_seconds",
-]
+__all__ = [*_MODULES[1:], *_NAMES]  # accelerate_runs is reached through run_accelerate
 
 __getattr__ = lazy(__name__, _MODULES, _NAMES)
