@@ -174,23 +174,16 @@ def memory_speed(
     return fig
 
 
-def seed_table(
-    measured: Sequence[Mapping[str, float]],
-    *,
-    setups: Sequence[str] = SETUPS,
-    device: str = "cpu",
-    memory_key: str = "peak_bytes",
-) -> go.Figure:
+def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") -> go.Figure:
     """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table.
-
-    ``measured``: rows in the order of ``setups``, each with ``seconds`` and ``memory_key``."""
-    setups = list(setups)
+    ``device``: the shape of the seed's table. ``measured``: rows in the order of ``SETUPS``, each
+    with ``seconds`` and ``peak_bytes``."""
+    setups = list(SETUPS)
     if len(measured) != len(setups):
         raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
     name = f"measured here ({device})"
-    for col, key in ((1, "seconds"), (2, memory_key)):
+    for col, key in ((1, "seconds"), (2, "peak_bytes")):
         y = [r[key] / measured[0][key] for r in measured]
         bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=col == 1)
         fig.add_trace(bar, 1, col)

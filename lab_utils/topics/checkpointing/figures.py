@@ -1,7 +1,7 @@
 """Figures of the checkpointing lab: the graph with what is kept, the trade-off, plans, memory.
 
 fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
-fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
+fig = figures.tradeoff(points, front=[(peak, flops), ...], plan=plan.segments)
 """
 
 from __future__ import annotations
@@ -83,7 +83,6 @@ def tradeoff(
     points: Sequence[Mapping],
     *,
     front: Sequence[tuple[float, float]] = (),
-    sqrt_curve: tuple[Sequence[float], Sequence[float]] | None = None,
     y: str = "extra_flops",
     ylabel: str = "extra forward FLOPs (fraction of one forward)",
     xlabel: str = "activation memory kept (fraction of no checkpointing)",
@@ -92,52 +91,21 @@ def tradeoff(
     n_blocks: int | None = None,
     height: int = 480,
 ) -> go.Figure:
-    """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and
-    ``y``), the planner's optimal front as a step line, the sqrt(N) model as a dashed curve,
-    and, when ``plan`` is given, a strip below showing which blocks that plan checkpoints."""
+    """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and ``y``),
+    the planner's optimal front as a step line and, with ``plan``, a strip below showing which
+    blocks that plan checkpoints."""
     rows = 2 if plan is not None else 1
     fig = make_subplots(rows=rows, cols=1, row_heights=[0.82, 0.18][:rows], vertical_spacing=0.16)
+    traces = []
     if front:
         fx, fy = zip(*sorted(front))
-        fig.add_trace(
-            go.Scatter(
-                x=fx,
-                y=fy,
-                mode="lines+markers",
-                line_shape="hv",
-                name="optimal front (planner)",
-                line=dict(color="#999"),
-                marker=dict(size=5, color="#999"),
-            ),
-            row=1,
-            col=1,
-        )
-    if sqrt_curve is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=list(sqrt_curve[0]),
-                y=list(sqrt_curve[1]),
-                mode="lines",
-                name="model: k segments (min at k = sqrt(N))",
-                line=dict(dash="dash", color="#9467bd"),
-            ),
-            row=1,
-            col=1,
-        )
+        look = dict(line=dict(color="#999"), marker=dict(size=5, color="#999"), line_shape="hv")
+        traces.append(go.Scatter(x=fx, y=fy, mode="lines+markers", name="optimal front (planner)", **look))
     for i, p in enumerate(points):
-        fig.add_trace(
-            go.Scatter(
-                x=[p["memory"]],
-                y=[p[y]],
-                mode="markers+text",
-                text=[p["name"]],
-                textposition="top center",
-                name=p["name"],
-                marker=dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle")),
-            ),
-            row=1,
-            col=1,
-        )
+        marker = dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle"))
+        label = dict(mode="markers+text", text=[p["name"]], textposition="top center", name=p["name"])
+        traces.append(go.Scatter(x=[p["memory"]], y=[p[y]], marker=marker, **label))
+    fig.add_traces(traces, rows=1, cols=1)
     legend_beside(style(fig, title=title, height=height + (90 if plan is not None else 0)))
     fig.update_xaxes(title_text=xlabel, row=1, col=1)
     fig.update_yaxes(title_text=ylabel, row=1, col=1)

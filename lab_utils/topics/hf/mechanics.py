@@ -57,17 +57,10 @@ def uneven_window(micro_batches: int = 4, *, per_micro: int = 2, seed: int = 0) 
     ]
     width = max(p["input_ids"].shape[1] for p in parts)
 
-    def pad(t: torch.Tensor, value: int) -> torch.Tensor:
-        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+    def pad(key: str, t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=-100 if key == "labels" else 0)
 
-    return [
-        {
-            "input_ids": pad(p["input_ids"], 0),
-            "attention_mask": pad(p["attention_mask"], 0),
-            "labels": pad(p["labels"], -100),
-        }
-        for p in parts
-    ]
+    return [{key: pad(key, t) for key, t in p.items()} for p in parts]
 
 
 def target_tokens(batch: dict[str, torch.Tensor]) -> int:

@@ -26,6 +26,10 @@ def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def _line(x, y, name: str, i: int, *, mode: str = "lines", **kw) -> go.Scatter:
+    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=_color(i)), **kw)
+
+
 def spread(run: Run, *, title: str = "") -> go.Figure:
     """How far the ranks' parameters are apart after each step (a run with ``spread=True``)."""
     drift = run.drift
@@ -33,9 +37,7 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
         raise ValueError("this run recorded no drift: run it with record.run(..., spread=True)")
     steps = list(range(len(drift)))
     synced = [s for s in run.synced_steps if s < len(drift)]
-    fig = go.Figure(
-        go.Scatter(x=steps, y=drift, mode="lines", name="largest distance to the mean", line=dict(color=_color(0)))
-    )
+    fig = go.Figure(_line(steps, drift, "largest distance to the mean", 0))
     fig.add_trace(
         go.Scatter(
             x=synced,
@@ -58,11 +60,7 @@ def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: 
     fig = go.Figure()
     for i, name in enumerate(names or list(runs)):
         curve = runs[name].eval_curve
-        fig.add_trace(
-            go.Scatter(
-                x=[s for s, _ in curve], y=[v for _, v in curve], mode="lines", name=name, line=dict(color=_color(i))
-            )
-        )
+        fig.add_trace(_line([s for s, _ in curve], [v for _, v in curve], name, i))
     return style(
         fig,
         title=_measured(title or "loss against steps (equal work per step)"),
@@ -97,16 +95,8 @@ def wallclock(
     for i, name in enumerate(names or list(runs)):
         r = runs[name]
         t = elapsed_seconds(r, link, world_size, step_seconds)
-        fig.add_trace(
-            go.Scatter(
-                x=[t[s - 1] for s, _ in r.eval_curve],
-                y=[v for _, v in r.eval_curve],
-                mode="lines+markers",
-                name=name,
-                line=dict(color=_color(i)),
-                marker=dict(size=4),
-            )
-        )
+        xs, ys = [t[s - 1] for s, _ in r.eval_curve], [v for _, v in r.eval_curve]
+        fig.add_trace(_line(xs, ys, name, i, mode="lines+markers", marker=dict(size=4)))
     style(
         fig,
         title=modelled(f"loss against time on {link.name}"),
@@ -125,7 +115,7 @@ def totals(
     fig = go.Figure()
     for i, (lname, link) in enumerate(links.items()):
         ys = [elapsed_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] for h in Hs]
-        fig.add_trace(go.Scatter(x=list(Hs), y=ys, mode="lines+markers", name=lname, line=dict(color=_color(i))))
+        fig.add_trace(_line(Hs, ys, lname, i, mode="lines+markers"))
         if "DDP" in runs:
             d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
             fig.add_trace(
@@ -242,7 +232,7 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
                 showlegend=False,
             )
         )
-        fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines+markers", name=name, line=dict(color=c)))
+        fig.add_trace(_line(xs, mean, name, i, mode="lines+markers"))
     n = len(next(iter(study.values()))["seeds"])
     return style(
         fig,
