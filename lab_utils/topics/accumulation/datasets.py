@@ -36,11 +36,9 @@ def lm_by_length(
     seed: int = 0,
     sort: bool = True,
 ) -> list[dict[str, torch.Tensor]]:
-    """``n_windows * k`` causal-LM micro-batches of ``per_micro`` sequences, all right-padded to
-    ``max_len`` (``input_ids``, ``attention_mask``, ``labels`` = -100 on padding; token 0 is the
-    padding). Lengths are log-uniform in [min_len, max_len]; each window's ``k * per_micro``
-    sequences are sorted by length, so its first micro-batch holds the shortest (an engineered worst
-    case); with ``sort=False`` they stay in random order, as from a loader without length grouping."""
+    """``n_windows * k`` causal-LM micro-batches of ``per_micro`` sequences, right-padded to
+    ``max_len`` (token 0, labels -100), lengths log-uniform in [min_len, max_len], sorted inside
+    each window (its first micro-batch the shortest) unless ``sort=False``."""
     if not 2 <= min_len <= max_len or min(n_windows, k, per_micro) < 1 or vocab_size < 3:
         raise ValueError(
             f"lm_by_length(n_windows={n_windows}, k={k}, per_micro={per_micro}, min_len={min_len}, "

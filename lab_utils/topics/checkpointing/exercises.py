@@ -69,25 +69,14 @@ def _explained_checkpoint_errors(what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _no_torch_checkpoint() -> Iterator[list[str]]:
-    """Record whether ``torch.utils.checkpoint`` is used, however it was imported (both variants
-    go through these two module attributes)."""
-    used: list[str] = []
-    gen, apply = torch_checkpoint._checkpoint_without_reentrant_generator, torch_checkpoint.CheckpointFunction.apply
-
-    def gen_spy(*args, **kwargs):
-        used.append("checkpoint(use_reentrant=False)")
-        return gen(*args, **kwargs)
-
-    def apply_spy(*args, **kwargs):
-        used.append("checkpoint(use_reentrant=True)")
-        return apply(*args, **kwargs)
-
+def _torch_checkpoint_spies() -> Iterator[dict[str, mock.MagicMock]]:
+    """Spies on ``torch.utils.checkpoint``, however it was imported (both variants go through these two)."""
+    gen, fn = torch_checkpoint._checkpoint_without_reentrant_generator, torch_checkpoint.CheckpointFunction
     with (
-        mock.patch.object(torch_checkpoint, "_checkpoint_without_reentrant_generator", gen_spy),
-        mock.patch.object(torch_checkpoint.CheckpointFunction, "apply", apply_spy),
+        mock.patch.object(torch_checkpoint, gen.__name__, wraps=gen) as plain,
+        mock.patch.object(fn, "apply", wraps=fn.apply) as reentrant,
     ):
-        yield used
+        yield {"checkpoint(use_reentrant=False)": plain, "checkpoint(use_reentrant=True)": reentrant}
 
 
 def _loss(y: torch.Tensor) -> torch.Tensor:
@@ -193,10 +182,11 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
     ref = _grads(model, lambda: model(x), x)
     model.zero_grad(set_to_none=True)
     x.grad = None
-    with _no_torch_checkpoint() as used, CallCounter(model) as calls:
+    with _torch_checkpoint_spies() as spies, CallCounter(model) as calls:
         with AliveActivations(model) as alive:
             y = checkpoint_fn(model, x)
         kept = alive.bytes(exclude=[x, y])
+        used = [name for name, spy in spies.items() if spy.called]
         assert not used, (
             f"your function calls torch's {used[0]}: the exercise is to drop and rebuild with your own "
             "saved_tensors_hooks (pack keeps an index, unpack replays fn once and returns the tensor at that index)"
@@ -239,10 +229,8 @@ def _saving(keys: set[tuple]) -> Policy:
 
 
 def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budget: int) -> int:
-    """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays of the chain's
-    (identical) blocks, over every set of a block's products (brute force: a block has six). What
-    caching one product spares is measured on one block, one step each: nothing for a product the
-    replay never reaches (early stop)."""
+    """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays, over every set of
+    a block's products (brute force: six), each product's saving measured on one block."""
     products = [r for r in census if r["flops"] > 0]
 
     def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured

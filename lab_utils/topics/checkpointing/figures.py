@@ -148,9 +148,7 @@ ANATOMY_COLORS = {
 }
 
 
-def anatomy_bars(
-    columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB", title: str = "", digits: int = 1
-) -> go.Figure:
+def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, title: str = "", digits: int = 1) -> go.Figure:
     """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
     stacking the parts of a step's memory (keys of ``ANATOMY_COLORS``; missing parts are 0)."""
     fig = go.Figure()
@@ -163,11 +161,11 @@ def anatomy_bars(
                 y=[columns[n].get(part, 0) for n in names],
                 name=part,
                 marker_color=ANATOMY_COLORS[part],
-                hovertemplate=f"{part}: %{{y:.{digits}f}} {unit}<extra></extra>",
+                hovertemplate=f"{part}: %{{y:.{digits}f}} MiB<extra></extra>",
             )
         )
     fig.update_layout(barmode="stack")
-    return style(fig, title=title, yaxis=unit, height=440)
+    return style(fig, title=title, yaxis="MiB", height=440)
 
 
 def segment_curves(
@@ -200,7 +198,6 @@ def memory_timeline(
     timelines: Mapping[str, object],
     *,
     model_peaks: Mapping[str, float] | None = None,
-    unit: float = 2**20,
     title: str = "Allocated bytes through one step (allocator events)",
 ) -> go.Figure:
     """One line per strategy: bytes allocated after each allocator event (``Timeline.live``), the
@@ -209,7 +206,7 @@ def memory_timeline(
     fig = go.Figure()
     for i, (name, tl) in enumerate(timelines.items()):
         color = PALETTE[i % len(PALETTE)]
-        ys = [v / unit for v in tl.live]
+        ys = [v / 2**20 for v in tl.live]
         fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=name, line=dict(color=color)))
         b = min(tl.backward_at, len(ys) - 1)
         fig.add_trace(
@@ -226,7 +223,7 @@ def memory_timeline(
             fig.add_trace(
                 go.Scatter(
                     x=[0, len(ys) - 1],
-                    y=[model_peaks[name] / unit] * 2,
+                    y=[model_peaks[name] / 2**20] * 2,
                     mode="lines",
                     showlegend=False,
                     hovertext=f"{name}: the planner's modelled peak",

@@ -208,10 +208,8 @@ def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repea
 
 
 class AliveActivations:
-    """Weak references to the output of every leaf module run in forward (not the recomputed
-    ones). ``bytes()`` after the forward: the unique storages still alive, i.e. what the
-    autograd graph (or anything else) keeps, however it keeps it: no saved-tensor hook needed,
-    so it also measures code that installs hooks of its own."""
+    """Weak references to every leaf module's forward output: ``bytes()`` is what is still alive
+    after the forward, however it is kept (no saved-tensor hook, so students' own hooks are seen)."""
 
     def __init__(self, model: nn.Module):
         self.model = model

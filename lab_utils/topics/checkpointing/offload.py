@@ -18,10 +18,8 @@ __all__ = ["PackCounter"]
 
 
 class PackCounter:
-    """Context manager entering ``hooks`` (a ``saved_tensors_hooks``, e.g. ``save_on_cpu()``) with
-    its pack hook counted: ``activation_bytes`` and ``param_bytes`` (storages of ``params``), each
-    storage once; ``tensors``: how many tensors were packed. ``exclude``: tensors (the batch) not
-    counted (they are moved all the same)."""
+    """``hooks`` (e.g. ``save_on_cpu()``) with its pack hook counted, each storage once:
+    ``activation_bytes``, ``param_bytes`` (``params``' storages), ``tensors``; ``exclude`` not counted."""
 
     def __init__(
         self,

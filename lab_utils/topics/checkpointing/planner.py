@@ -86,11 +86,8 @@ def _out(inp: Sequence[float], e: int) -> float:
 def _states(
     act, inp, cost, budget: float = math.inf, in_flight: float = 0.0
 ) -> list[tuple[float, float, float, tuple]]:
-    """The dynamic program over prefixes of the chain. A state is (kept, peak so far, recompute,
-    segments); a state that another beats on all three is dropped (the rest of the plan sees a
-    prefix only through its kept bytes, its peak and its recompute). States whose peak would pass
-    ``budget`` are dropped as they appear (kept bytes may reach ``budget - in_flight``: the
-    start of the backward adds ``in_flight`` on top of all of them)."""
+    """The dynamic program over prefixes: states (kept, peak so far, recompute, segments), those
+    beaten on all three dropped; over ``budget`` dropped as they appear (kept up to ``budget - in_flight``)."""
     kept_cap = budget - in_flight
     n = len(act)
     pa, pc = list(accumulate(act, initial=0.0)), list(accumulate(cost, initial=0.0))
@@ -148,11 +145,9 @@ def optimal_front(
     return front
 
 
-def min_peak(
-    act: Sequence[float], inp: Sequence[float], cost: Sequence[float] | None = None, in_flight: float = 0.0
-) -> float:
-    """The smallest peak any plan reaches under the cost model."""
-    n = _check_chain(act, inp, [0.0] * len(act) if cost is None else cost, in_flight)
+def min_peak(act: Sequence[float], inp: Sequence[float], in_flight: float = 0.0) -> float:
+    """The smallest peak any plan reaches under the cost model (recompute costs play no part)."""
+    n = _check_chain(act, inp, [0.0] * len(act), in_flight)
     return min(max(k + in_flight, pk) for k, pk, *_ in _states(act, inp, [0.0] * n))
 
 

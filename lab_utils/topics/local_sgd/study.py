@@ -41,15 +41,10 @@ class _GradTimes(torch.autograd.Function):
 
 
 class SeedStack(nn.Module):
-    """S models of the same shape (Linear layers and elementwise activations, in order) as one
-    module: input ``[S, B, in]`` -> logits ``[S, classes, B]``, the layout ``F.cross_entropy``
-    takes with targets ``[S, B]``. That loss is the mean over all S*B samples, i.e. 1/S of the
-    sum of the seeds' own mean losses; the output passes S times the gradient back, so each
-    seed's parameters get the gradient of its own mean loss, as when trained alone.
-
-        stack = SeedStack([task.make_model(seed=s) for s in (0, 1, 2)])
-        loss = F.cross_entropy(stack(xb), yb)       # xb [3, 32, 32], yb [3, 32]
-    """
+    """S models of one shape (Linear layers, elementwise activations) as one module: ``[S, B, in]``
+    -> logits ``[S, classes, B]`` for ``F.cross_entropy`` with targets ``[S, B]``. That loss is 1/S
+    of the sum of the seeds' mean losses, so the output passes S times the gradient back: each
+    seed gets the gradient of its own mean loss, as when trained alone."""
 
     def __init__(self, models: Sequence[nn.Module]):
         super().__init__()
@@ -128,10 +123,9 @@ def run_seeds(
     evals: int = 8,
     **method_kwargs: Any,
 ) -> dict[str, Any]:
-    """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` (the lab's signature)
-    with the seeds' models stacked. Returns ``final`` (each seed's held-out loss of the ranks'
-    mean model after the last step), ``curve`` (``(step, [per seed])`` at ``evals`` points),
-    ``rounds`` (steps that communicated), ``comm`` (the counter's summary) and ``events``."""
+    """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` with the seeds' models
+    stacked. Returns ``final`` and ``curve`` (held-out losses per seed, of the ranks' mean model),
+    ``rounds`` (steps that communicated), ``comm`` and ``events``."""
     if steps < 1 or not seeds or evals < 1:
         raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
     me = dist_info()

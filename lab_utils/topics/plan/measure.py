@@ -123,10 +123,9 @@ def _child(shape_json: str) -> None:
 
 
 def process_peak(shape: Shape, *, timeout_s: float = 600) -> dict[str, int]:
-    """Run one step of ``shape`` in a fresh Python and read its peak resident memory (Linux).
-    Returns ``before`` (the process before the model existed), ``start`` (after a first step:
-    weights, gradients, optimizer state) and ``hwm`` (the peak of the measured step), in bytes;
-    ``hwm - before`` is what the calculator's ``peak`` predicts."""
+    """One step of ``shape`` in a fresh Python, its peak resident memory (Linux), in bytes:
+    ``before`` (no model yet), ``start`` (after a first step) and ``hwm``; ``hwm - before`` is
+    what the calculator's ``peak`` predicts."""
     if not os.path.exists("/proc/self/clear_refs"):
         raise RuntimeError("process_peak: needs Linux's /proc/self/clear_refs and VmHWM")
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")
