@@ -185,7 +185,8 @@ def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") 
     name = f"measured here ({device})"
     for col, key in ((1, "seconds"), (2, "peak_bytes")):
         y = [r[key] / measured[0][key] for r in measured]
-        bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=col == 1)
+        legend = None if col == 1 else False  # one legend entry for both panels
+        bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=legend)
         fig.add_trace(bar, 1, col)
     style(fig, title=f"Time and memory of each setup relative to batch B, measured on {device}", height=460)
     fig.add_hline(y=1.0, line_dash="dot")

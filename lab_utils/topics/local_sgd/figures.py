@@ -158,42 +158,18 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     names = list(results)
     for row, name in enumerate(names):
         r = results[name]
-        n = r["micro_batches"]
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(n)),
-                y=[row] * n,
-                mode="markers",
-                showlegend=row == 0,
-                name="micro-batch",
-                marker=dict(color="lightgrey", size=8),
-            )
-        )
         ups = [i for i, f in enumerate(r["sync_flags"]) if f]
-        fig.add_trace(
-            go.Scatter(
-                x=ups,
-                y=[row] * len(ups),
-                mode="markers",
-                showlegend=row == 0,
-                name="optimizer update",
-                marker=dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3)),
-            )
-        )
-        for ok, color, label in (
-            (True, _color(2), "averaging after an update"),
-            (False, _color(3), "averaging inside a window"),
+        avg = {ok: [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok] for ok in (True, False)}
+        down = dict(size=11, symbol="triangle-down")
+        for xs, dy, label, marker in (
+            (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
+            (ups, 0, "optimizer update", dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3))),
+            (avg[True], 0.25, "averaging after an update", dict(color=_color(2), **down)),
+            (avg[False], 0.25, "averaging inside a window", dict(color=_color(3), **down)),
         ):
-            xs = [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok]
+            legend = row == 0 if dy == 0 else bool(xs) and label not in shown  # averagings: the first row that has one
             fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=[row + 0.25] * len(xs),
-                    mode="markers",
-                    name=label,
-                    showlegend=bool(xs) and label not in shown,
-                    marker=dict(color=color, size=11, symbol="triangle-down"),
-                )
+                go.Scatter(x=xs, y=[row + dy] * len(xs), mode="markers", name=label, showlegend=legend, marker=marker)
             )
             shown |= {label} if xs else set()
     style(

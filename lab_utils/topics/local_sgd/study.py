@@ -22,6 +22,7 @@ from torch import nn
 
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
+from lab_utils.flat import mean_over_ranks
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
@@ -100,14 +101,11 @@ class _Log:
 
 def _eval_of_mean(model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor) -> list[float]:
     with torch.no_grad():
-        params = list(model.parameters())
-        saved = [p.detach().clone() for p in params]
+        saved = [p.detach().clone() for p in model.parameters()]
         if dist.is_initialized():
-            for p in params:
-                dist.all_reduce(p.data)
-                p.data /= dist_info().world_size
+            mean_over_ranks(model.parameters())
         losses = F.cross_entropy(model(x_eval), y_eval, reduction="none").mean(1)
-        for p, v in zip(params, saved):
+        for p, v in zip(model.parameters(), saved):
             p.copy_(v)
     return [round(v, 6) for v in losses.tolist()]
 
