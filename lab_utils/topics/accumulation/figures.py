@@ -34,9 +34,8 @@ def gap(
     floor: float = 1e-18,
     title: str = "Distance to one large batch after training",
 ) -> go.Figure:
-    """Horizontal bars, log scale: the largest parameter difference between each loop and the
-    large-batch reference. Bars under ``tolerance`` (a dotted line) are green, the rest red;
-    exact zeros are drawn at ``floor``."""
+    """Horizontal log-scale bars of each loop's largest parameter difference from the large batch:
+    green under ``tolerance`` (dotted), red above; exact zeros drawn at ``floor``."""
     names = list(gaps)
     vals = [max(float(gaps[n]), floor) for n in names]
     colors = [_OK if gaps[n] <= tolerance else _BAD for n in names]

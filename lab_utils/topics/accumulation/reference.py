@@ -39,9 +39,8 @@ def train_large_batch(
     items: Items = count_items,
     max_norm: float | None = None,
 ) -> list[float]:
-    """One step per window of ``k`` micro-batches taken as one batch (a short last window gives a
-    smaller batch); with ``max_norm`` the gradient norm is clipped before each step. Returns the
-    gradient norm of each update, before clipping."""
+    """One step per window of ``k`` micro-batches taken as one batch (the last may be short), clipped
+    to ``max_norm`` if given; returns each update's gradient norm before clipping."""
     norms = []
     for window in windows(micro_batches, k):
         big = concat_batches(window)

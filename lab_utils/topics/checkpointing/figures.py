@@ -38,9 +38,8 @@ def graph(
     title: str = "",
     height: int = 360,
 ) -> go.Figure:
-    """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status
-    (a key of STATUS_COLORS: kept for backward, cached by a selective policy, dropped,
-    recomputed in backward) and labelled with ``notes`` (e.g. bytes kept)."""
+    """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status (a key
+    of STATUS_COLORS) and labelled with ``notes`` (e.g. bytes kept)."""
     status, notes = dict(status or {}), dict(notes or {})
     fig = go.Figure()
     for a, b in edges:
@@ -200,9 +199,8 @@ def memory_timeline(
     model_peaks: Mapping[str, float] | None = None,
     title: str = "Allocated bytes through one step (allocator events)",
 ) -> go.Figure:
-    """One line per strategy: bytes allocated after each allocator event (``Timeline.live``), the
-    x axis the event's rank in the step; a marker where the backward starts and, with
-    ``model_peaks``, the planner's modelled peak as a dotted line of the same colour."""
+    """One line per strategy of bytes allocated against the allocator event's rank, a marker where
+    backward starts and, with ``model_peaks``, the planner's modelled peak dotted in the same colour."""
     fig = go.Figure()
     for i, (name, tl) in enumerate(timelines.items()):
         color = PALETTE[i % len(PALETTE)]

@@ -30,9 +30,8 @@ Forward = Callable[[nn.Sequential, torch.Tensor], torch.Tensor]
 
 
 def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
-    """Measured, block by block: bytes each block saves for backward (its input included when it
-    saves it; parameters excluded), bytes of its input, and its forward FLOPs. These are the
-    ``act``, ``inp`` and ``cost`` the planner takes."""
+    """The planner's ``act``, ``inp`` and ``cost``, measured block by block: bytes saved for backward
+    (input included when saved, parameters not), bytes of the input, forward FLOPs."""
     act, inp, cost = [], [], []
     h = x.detach()
     for blk in model:

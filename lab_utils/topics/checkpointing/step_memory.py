@@ -57,9 +57,8 @@ def measure_anatomy(
     accumulation: int = 1,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> Anatomy:
-    """Measure one step of ``model(**micro_batch).loss`` over ``accumulation`` micro-batches of
-    ``batch``, then ``optimizer.step()``; a first step (not measured) allocates gradients and the
-    optimizer's state, as in any training loop after its first step."""
+    """One step of ``accumulation`` micro-batches then ``optimizer.step()``, measured part by part,
+    after a first unmeasured step that allocates gradients and optimizer state (as in any loop)."""
     micro, loss_of, step = stepper(model, batch, optimizer, accumulation=accumulation, autocast=autocast)
     model.train()
     step()

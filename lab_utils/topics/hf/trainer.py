@@ -40,9 +40,8 @@ class TrainerMeter:
 
 
 def summary(trainer: Trainer, meter: TrainerMeter | None = None) -> dict[str, Any]:
-    """A trained Trainer's log as plain data: ``step_losses``, ``grad_norms`` (before clipping),
-    ``lrs`` (per update), ``evals`` (per evaluation), ``seconds`` and ``samples_per_second`` (its
-    own train_runtime), ``updates``; plus the meter's ``micro_losses`` when given one."""
+    """A trained Trainer's log as plain data: ``step_losses``, ``grad_norms`` (before clipping), ``lrs``,
+    ``evals``, ``seconds``, ``samples_per_second``, ``updates`` (+ the meter's ``micro_losses``)."""
     logs = trainer.state.log_history
     steps = [h for h in logs if "loss" in h and "eval_loss" not in h]
     final = next(h for h in reversed(logs) if "train_runtime" in h)

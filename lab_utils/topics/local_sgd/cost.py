@@ -24,9 +24,8 @@ __all__ = ["compute_per_step", "step_time", "elapsed_seconds"]
 
 
 def compute_per_step(runs: Mapping[str, Run]) -> float:
-    """Median measured seconds per step over all runs: most steps of a local-SGD run make no
-    collective, so the median is the compute of one step, and one number is fairer to every
-    method than each run's noisy own."""
+    """Median measured seconds per step over all runs: most local-SGD steps make no collective, so
+    this is one step's compute, and one number is fairer to every method than each run's own."""
     times = sorted(t for r in runs.values() for t in r.step_s)
     if not times:
         raise ValueError("no run holds step_s: pass the runs that record.gather() returned")

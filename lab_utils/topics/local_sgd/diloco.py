@@ -70,9 +70,8 @@ def train_diloco(
 def grid(
     H: int, rounds: int, warmup: int, seeds: tuple[int, ...] = SEEDS, skew: float = 1.0, evals: int = 8
 ) -> dict[str, dict[str, Any]]:
-    """On each rank: every (outer lr, momentum) of ``GRID`` with ``run_seeds`` (AdamW inside, lr 1e-3),
-    keyed ``"lr/mu"``; each entry holds ``seeds``, ``final`` and ``curve`` per seed, ``rounds``
-    (steps that communicated, the synchronous start included) and ``bytes``."""
+    """On each rank: every (outer lr, momentum) of ``GRID`` through ``run_seeds`` (AdamW inside, lr
+    1e-3), keyed ``"lr/mu"``: ``final`` and ``curve`` per seed, ``rounds``, ``bytes``."""
     out = {}
     for lr, mu in GRID:
         r = run_seeds(

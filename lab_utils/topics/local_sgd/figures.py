@@ -150,9 +150,8 @@ def totals(
 
 
 def schedule(results: Mapping[str, dict]) -> go.Figure:
-    """One row per Accelerate run: micro-batches (grey), optimizer updates (blue), averagings
-    after an update (green) or inside an accumulation window (red); the one at x = number of
-    micro-batches is the averaging at exit."""
+    """One row per Accelerate run: micro-batches, optimizer updates, averagings after an update
+    (green) or inside a window (red); one at x = number of micro-batches is the exit averaging."""
     fig = go.Figure()
     shown: set[str] = set()
     names = list(results)

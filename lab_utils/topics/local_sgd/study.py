@@ -163,9 +163,8 @@ def spread(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def verdict(a: Sequence[float], b: Sequence[float]) -> str:
-    """Held-out losses of A and B over seeds (lower is better): ``'beats'`` if A's worst seed is
-    better than B's best, ``'loses'`` if B's worst is better than A's best, else ``'ties'`` (the
-    spreads overlap, so these seeds cannot tell them apart)."""
+    """Lower-is-better losses of A and B over seeds: ``'beats'`` if A's worst beats B's best,
+    ``'loses'`` the other way round, else ``'ties'`` (the spreads overlap)."""
     if not a or not b:
         raise ValueError("verdict() needs at least one value per side")
     if max(a) < min(b):
@@ -177,9 +176,8 @@ def verdict(a: Sequence[float], b: Sequence[float]) -> str:
 
 @dataclass(frozen=True)
 class SignTest:
-    """A paired comparison over seeds: A won ``wins`` of ``n`` seeds (ties dropped); ``p`` is the
-    two-sided sign test's p-value, the chance of a split at least this uneven if neither were
-    better (each seed a fair coin)."""
+    """A won ``wins`` of ``n`` seeds (ties dropped); ``p``: the two-sided sign test's p-value (each
+    seed a fair coin if neither were better)."""
 
     wins: int
     n: int

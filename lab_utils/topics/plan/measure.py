@@ -77,9 +77,8 @@ def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor]) -> 
 
 
 def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
-    """One step of a model of ``shape``, measured part by part (``measure_anatomy``, the forward
-    under bf16 autocast when the shape says so). The peak is the CPU profiler's on a CPU and
-    ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
+    """One step of a model of ``shape`` measured part by part (``measure_anatomy``, bf16 autocast if
+    the shape says so): the CPU profiler's peak, or CUDA's with ``device="cuda"``."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
     model, batch = build(shape, seed=seed)
