@@ -28,19 +28,6 @@ from lab_utils.topics.local_sgd import task
 __all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
 
 
-class _GradTimes(torch.autograd.Function):
-    """Identity forward; backward multiplies by ``s`` (see SeedStack.forward)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, s: int) -> torch.Tensor:  # noqa: D102
-        ctx.s = s
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):  # noqa: D102
-        return g * ctx.s, None
-
-
 class SeedStack(nn.Module):
     """S models of one shape (Linear layers, elementwise activations) as one module: ``[S, B, in]``
     -> logits ``[S, classes, B]`` for ``F.cross_entropy`` with targets ``[S, B]``. That loss is 1/S
@@ -74,7 +61,10 @@ class SeedStack(nn.Module):
                 li += 1
             else:
                 x = act(x)
-        return _GradTimes.apply(x.transpose(1, 2), self.seeds)
+        out = x.transpose(1, 2)
+        if out.requires_grad:  # S times the gradient back (see the class docstring)
+            out.register_hook(lambda g: g * self.seeds)
+        return out
 
 
 class _Log:
