@@ -1,18 +1,9 @@
-"""Lab 2's generated data sets, made so that what the lab teaches shows in a run.
+"""Lab 2's generated data, made so that what the lab teaches shows in a run.
 
-    from lab_utils.topics.accumulation.datasets import lm_by_length, noisy_labels
-    micro = lm_by_length(n_windows=10, k=4, per_micro=4)   # 40 LM micro-batches, grouped by length
-    (x_tr, y_tr), (x_val, y_val) = noisy_labels(n_train=32, noise=0.2, seed=0)
-
-``lm_by_length``: sequences of 2..64 tokens whose difficulty depends on their length, sorted by
-length inside each window of ``k`` micro-batches (what ``group_by_length`` batching does), so the
-micro-batches of one window hold very different numbers of tokens. Short sequences (up to
-``short_len`` tokens) are random tokens, so nothing can be learnt from them; longer ones count
-upward (each token is the previous one + 1), which a tiny model learns fast. Under the mean of
-micro-batch means the few tokens of the short micro-batches weigh as much as the many of the long.
-
-``noisy_labels``: a small training set of Gaussian blobs with a fraction of labels flipped (so a
-model that memorises it shows a train/validation gap) and a large clean validation set.
+``lm_by_length``: short sequences are random tokens (nothing to learn), long ones count upward
+(easy), sorted by length inside each window: under the mean of micro-batch means the few tokens
+of a short micro-batch weigh as much as the many of a long one. ``noisy_labels``: a small train
+set with flipped labels (a memorising model shows a gap) and a large clean validation set.
 """
 
 from __future__ import annotations
@@ -45,11 +36,9 @@ def lm_by_length(
     seed: int = 0,
     sort: bool = True,
 ) -> list[dict[str, torch.Tensor]]:
-    """``n_windows * k`` causal-LM micro-batches of ``per_micro`` sequences, all right-padded to
-    ``max_len`` (``input_ids``, ``attention_mask``, ``labels`` = -100 on padding; token 0 is the
-    padding). Lengths are log-uniform in [min_len, max_len]; each window's ``k * per_micro``
-    sequences are sorted by length, so its first micro-batch holds the shortest (an engineered worst
-    case); with ``sort=False`` they stay in random order, as from a loader without length grouping."""
+    """``n_windows * k`` causal-LM micro-batches of ``per_micro`` sequences, right-padded to
+    ``max_len`` (token 0, labels -100), lengths log-uniform in [min_len, max_len], sorted inside
+    each window (its first micro-batch the shortest) unless ``sort=False``."""
     if not 2 <= min_len <= max_len or min(n_windows, k, per_micro) < 1 or vocab_size < 3:
         raise ValueError(
             f"lm_by_length(n_windows={n_windows}, k={k}, per_micro={per_micro}, min_len={min_len}, "

@@ -1,14 +1,11 @@
 """Lab 2's exercise graders: each runs the student's code and compares it with one large batch.
 
-    from lab_utils.topics.accumulation import exercises
     exercises.check_norms(exact_layers)                 # Exercise 1: which layers accumulate exactly
     exercises.check_token_stream(token_accumulate)      # Exercise 2: token losses from a stream
     exercises.check_clipping(accumulate_with_clipping)  # Exercise 3: clip once per window, with a scaler
     exercises.check_tf_port(tf_style_accumulate)        # Exercise 4: TensorFlow's accum_vars, ported
 
-Every grader builds its own model and data in float64, where "equal" means equal to rounding
-(1e-12), and computes its own large-batch reference (``reference.py``); it needs nothing else
-from the notebook.
+In float64, where "equal" means equal to rounding (1e-12); each grader builds its own reference.
 """
 
 from __future__ import annotations
@@ -84,27 +81,20 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
 
 
 class CountingScaler(torch.amp.GradScaler):
-    """A CPU ``GradScaler`` that counts how often each of its methods is called."""
+    """A CPU ``GradScaler`` that counts how often each of its methods is called (its own calls too)."""
 
     def __init__(self) -> None:
         super().__init__("cpu")
-        self.calls = {"scale": 0, "unscale_": 0, "step": 0, "update": 0}
+        self.calls = dict.fromkeys(("scale", "unscale_", "step", "update"), 0)
+        for name in self.calls:
+            setattr(self, name, self._counted(name, getattr(self, name)))
 
-    def scale(self, outputs):  # type: ignore[override]
-        self.calls["scale"] += 1
-        return super().scale(outputs)
+    def _counted(self, name: str, method: Callable) -> Callable:
+        def call(*args, **kwargs):
+            self.calls[name] += 1
+            return method(*args, **kwargs)
 
-    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
-        self.calls["unscale_"] += 1
-        super().unscale_(optimizer)
-
-    def step(self, optimizer: torch.optim.Optimizer, *args, **kwargs):
-        self.calls["step"] += 1
-        return super().step(optimizer, *args, **kwargs)
-
-    def update(self, new_scale=None) -> None:
-        self.calls["update"] += 1
-        super().update(new_scale)
+        return call
 
 
 @grader(
@@ -206,39 +196,19 @@ def check_token_stream(token_accumulate: Callable) -> str:
     return f"{len(steps)} updates from a stream (the last window short), each equal to one large batch"
 
 
-def _mlp_with(layer: nn.Module) -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(8, 16), layer, nn.ReLU(), nn.Linear(16, 2)).to(F64)
-
-
-def _groupnorm() -> tuple[nn.Module, bool]:
-    return _mlp_with(nn.GroupNorm(4, 16)), True
-
-
-def _rmsnorm() -> tuple[nn.Module, bool]:
-    return _mlp_with(nn.RMSNorm(16)), True
-
-
-def _batchnorm_untracked_eval() -> tuple[nn.Module, bool]:
-    return _mlp_with(nn.BatchNorm1d(16, track_running_stats=False)), False
-
-
-def _dropout_eval() -> tuple[nn.Module, bool]:
-    return _mlp_with(nn.Dropout(0.5)), False
-
-
-# name -> a model with that layer, and whether it trains in train mode (False: eval mode)
-LAYERS: dict[str, Callable[[], tuple[nn.Module, bool]]] = {
-    "groupnorm": _groupnorm,
-    "rmsnorm": _rmsnorm,
-    "batchnorm-untracked-eval": _batchnorm_untracked_eval,
-    "dropout-eval": _dropout_eval,
+# name -> (the layer between the MLP's two Linear layers, whether the model trains in train mode)
+LAYERS: dict[str, tuple[Callable[[], nn.Module], bool]] = {
+    "groupnorm": (lambda: nn.GroupNorm(4, 16), True),
+    "rmsnorm": (lambda: nn.RMSNorm(16), True),
+    "batchnorm-untracked-eval": (lambda: nn.BatchNorm1d(16, track_running_stats=False), False),
+    "dropout-eval": (lambda: nn.Dropout(0.5), False),
 }
 
 
-def _accumulates_exactly(make: Callable[[], tuple[nn.Module, bool]]) -> bool:
+def _accumulates_exactly(layer: Callable[[], nn.Module], train_mode: bool) -> bool:
     k = 4
-    model, train_mode = make()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), layer(), nn.ReLU(), nn.Linear(16, 2)).to(F64)
     model.train(train_mode)
     _, micro = _regression(n_micro=2 * k)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
@@ -263,6 +233,6 @@ def check_norms(exact_layers: Iterable[str]) -> str:
     chosen = set(exact_layers)
     unknown = chosen - set(LAYERS)
     assert not unknown, f"unknown names {sorted(unknown)}: choose among {list(LAYERS)}"
-    safe = {name for name, make in LAYERS.items() if _accumulates_exactly(make)}
+    safe = {name for name, (layer, train_mode) in LAYERS.items() if _accumulates_exactly(layer, train_mode)}
     assert chosen == safe, f"{len(chosen & safe)} right, {len(chosen ^ safe)} wrong (each model trained twice)"
     return f"all {len(LAYERS)} models trained both ways"

@@ -1,14 +1,4 @@
-"""Lab 2's figures: plain functions, measured numbers in, a plotly figure out.
-
-from lab_utils.topics.accumulation import figures
-figures.gap({"plain loop": 3e-17, "forgot / K": 0.02})          # distance to one large batch
-figures.token_weight([120, 40, 75, 90])                         # tokens per micro-batch
-figures.learning_rates({"per update": lrs_a, "per micro-batch": lrs_b})
-figures.memory_speed([1, 2, 4], [1e6, 2e6, 4e6], [50, 80, 95])   # sizes, bytes, samples/s
-figures.seed_table(rows)                                        # the Hugging Face guide's table, measured here
-figures.loss_curves({"SGD": [1.2, 0.8], "SGD, forgot / K": [1.2, float("inf")]})  # non-finite: cut off
-figures.generalisation_gaps({"batch 4": [0.3, 0.2], "batch 32": [0.1, 0.15]})  # one point per seed
-"""
+"""Lab 2's figures: measured numbers in, a plotly figure out."""
 
 from __future__ import annotations
 
@@ -44,9 +34,8 @@ def gap(
     floor: float = 1e-18,
     title: str = "Distance to one large batch after training",
 ) -> go.Figure:
-    """Horizontal bars, log scale: the largest parameter difference between each loop and the
-    large-batch reference. Bars under ``tolerance`` (a dotted line) are green, the rest red;
-    exact zeros are drawn at ``floor``."""
+    """Horizontal log-scale bars of each loop's largest parameter difference from the large batch:
+    green under ``tolerance`` (dotted), red above; exact zeros drawn at ``floor``."""
     names = list(gaps)
     vals = [max(float(gaps[n]), floor) for n in names]
     colors = [_OK if gaps[n] <= tolerance else _BAD for n in names]
@@ -184,38 +173,20 @@ def memory_speed(
     return fig
 
 
-def seed_table(
-    measured: Sequence[Mapping[str, float]],
-    *,
-    setups: Sequence[str] = SETUPS,
-    device: str = "cpu",
-    memory_key: str = "peak_bytes",
-) -> go.Figure:
+def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") -> go.Figure:
     """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table.
-
-    ``measured``: rows in the order of ``setups``, each with ``seconds`` and ``memory_key``."""
-    setups = list(setups)
+    ``device``: the shape of the seed's table. ``measured``: rows in the order of ``SETUPS``, each
+    with ``seconds`` and ``peak_bytes``."""
+    setups = list(SETUPS)
     if len(measured) != len(setups):
         raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
     name = f"measured here ({device})"
-    t0, m0 = measured[0]["seconds"], measured[0][memory_key]
-    fig.add_trace(
-        go.Bar(name=name, x=setups, y=[r["seconds"] / t0 for r in measured], marker_color=_OK, legendgroup=name), 1, 1
-    )
-    fig.add_trace(
-        go.Bar(
-            name=name,
-            x=setups,
-            y=[r[memory_key] / m0 for r in measured],
-            marker_color=_OK,
-            legendgroup=name,
-            showlegend=False,
-        ),
-        1,
-        2,
-    )
+    for col, key in ((1, "seconds"), (2, "peak_bytes")):
+        y = [r[key] / measured[0][key] for r in measured]
+        legend = None if col == 1 else False  # one legend entry for both panels
+        bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=legend)
+        fig.add_trace(bar, 1, col)
     style(fig, title=f"Time and memory of each setup relative to batch B, measured on {device}", height=460)
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0), margin=dict(b=90))

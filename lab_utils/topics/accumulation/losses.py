@@ -1,11 +1,7 @@
 """Losses as sums, and the counts that normalise them: the two halves of every mean.
 
-    from lab_utils.topics.accumulation.losses import mse_sum, lm_token_loss_sum, count_items, count_tokens
-    mse_sum(model, (x, y)) / count_items((x, y))          # the mean squared error of the batch
-    lm_token_loss_sum(model, batch) / count_tokens(batch)  # the mean next-token loss (HF's loss)
-
-Keeping the sum and the count apart is what lets an accumulation loop choose its divisor: the
-micro-batch's own count (then / K), or the count of the whole window (what one large batch uses).
+Keeping them apart lets an accumulation loop choose its divisor: the micro-batch's own count
+(then / K), or the whole window's (what one large batch uses).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The large-batch reference that accumulation imitates: what the exercise graders compare with.
 
-    from lab_utils.topics.accumulation.reference import train_large_batch, large_batch_grads
-    lrs = train_large_batch(model, opt, micro_batches, k=4, loss_sum=mse_sum, items=count_items)
-    grads = large_batch_grads(model, micro_batches, loss_sum=mse_sum, items=count_items)
-
-Each window of ``k`` micro-batches is concatenated into one batch and its mean loss (the loss
-sum over the batch's item count) gets one forward, one backward, one step. The lab teaches the
-same loop in a cell (``large_batch``) and checks it equal to this one, clipped and not; this copy
-lets a grader measure a student's loop without the notebook.
+Each window of ``k`` micro-batches is concatenated into one batch: one forward, one backward, one
+step on its mean loss. The lab's ``large_batch`` cell is checked equal to this copy.
 """
 
 from __future__ import annotations
@@ -45,9 +39,8 @@ def train_large_batch(
     items: Items = count_items,
     max_norm: float | None = None,
 ) -> list[float]:
-    """One step per window of ``k`` micro-batches taken as one batch (a short last window gives a
-    smaller batch); with ``max_norm`` the gradient norm is clipped before each step. Returns the
-    gradient norm of each update, before clipping."""
+    """One step per window of ``k`` micro-batches taken as one batch (the last may be short), clipped
+    to ``max_norm`` if given; returns each update's gradient norm before clipping."""
     norms = []
     for window in windows(micro_batches, k):
         big = concat_batches(window)

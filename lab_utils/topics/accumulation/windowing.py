@@ -1,10 +1,7 @@
 """Accumulation windows: K micro-batches per optimizer update, and how many updates a run makes.
 
-from lab_utils.topics.accumulation.windowing import windows, window_sizes, num_updates
 windows(micro_batches, 4)          # [[mb0..mb3], [mb4..mb7], [mb8, mb9]]: the last may be short
-window_sizes(10, 4)                # [4, 4, 2]
 num_updates(50, 8, epochs=3)       # 21: what a scheduler's total_steps must be
-concat_batches(window)             # one large batch made of a window's micro-batches
 """
 
 from __future__ import annotations

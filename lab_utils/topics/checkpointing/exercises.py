@@ -1,15 +1,12 @@
 """Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
 
-    from lab_utils.topics.checkpointing import exercises
     exercises.check_every_k(forward_every_k)                     # Exercise 1
     exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 2
     exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 3 (predict, then measure)
     exercises.check_policy(budget_policy)                        # Exercise 4
 
-Each prints ○ (not attempted), ✓ (measured and right) or ✗ with what was measured and a hint,
-and returns that mark (see ``lab_utils.checks.grader``); torch's CheckpointError from the
-student's code is a ✗ that says what it means. The references are computed here, on the grader's own model, by
-private runners (the lab's cells write their own; nothing here is exported to run a chain).
+torch's CheckpointError from the student's code is a ✗ that says what it means. The references
+run on the grader's own model, by private runners (nothing here is exported to run a chain).
 """
 
 from __future__ import annotations
@@ -47,11 +44,6 @@ def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) ->
     return h
 
 
-def _every_k(model: nn.Sequential, x: torch.Tensor, k: int) -> torch.Tensor:
-    """The grader's reference for Exercise 1."""
-    return _run_plan(model, x, [(s, min(s + k, len(model)), "full") for s in range(0, len(model), k)])
-
-
 def _selective(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) -> torch.Tensor:
     """Every block in its own selective region (the meter sees the policy's cache); plain if no policy."""
     if policy is None:
@@ -77,25 +69,14 @@ def _explained_checkpoint_errors(what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _no_torch_checkpoint() -> Iterator[list[str]]:
-    """Record whether ``torch.utils.checkpoint`` is used, however it was imported (both variants
-    go through these two module attributes)."""
-    used: list[str] = []
-    gen, apply = torch_checkpoint._checkpoint_without_reentrant_generator, torch_checkpoint.CheckpointFunction.apply
-
-    def gen_spy(*args, **kwargs):
-        used.append("checkpoint(use_reentrant=False)")
-        return gen(*args, **kwargs)
-
-    def apply_spy(*args, **kwargs):
-        used.append("checkpoint(use_reentrant=True)")
-        return apply(*args, **kwargs)
-
+def _torch_checkpoint_spies() -> Iterator[dict[str, mock.MagicMock]]:
+    """Spies on ``torch.utils.checkpoint``, however it was imported (both variants go through these two)."""
+    gen, fn = torch_checkpoint._checkpoint_without_reentrant_generator, torch_checkpoint.CheckpointFunction
     with (
-        mock.patch.object(torch_checkpoint, "_checkpoint_without_reentrant_generator", gen_spy),
-        mock.patch.object(torch_checkpoint.CheckpointFunction, "apply", apply_spy),
+        mock.patch.object(torch_checkpoint, gen.__name__, wraps=gen) as plain,
+        mock.patch.object(fn, "apply", wraps=fn.apply) as reentrant,
     ):
-        yield used
+        yield {"checkpoint(use_reentrant=False)": plain, "checkpoint(use_reentrant=True)": reentrant}
 
 
 def _loss(y: torch.Tensor) -> torch.Tensor:
@@ -111,6 +92,15 @@ def _grads(model: nn.Module, run: Callable[[], torch.Tensor], x: torch.Tensor | 
     _loss(y).backward()
     out = [p.grad for p in model.parameters()] + ([x.grad] if x is not None else [])
     return [None if g is None else g.detach().clone() for g in out]
+
+
+def _kept_and_reruns(model: nn.Module, x: torch.Tensor, forward: Callable[[], torch.Tensor]) -> tuple[int, dict]:
+    """Bytes the forward keeps for backward (batch excluded), and the module calls re-run in backward."""
+    with CallCounter(model) as calls:
+        with SavedTensorMeter(model, exclude=[x]) as meter:
+            y = forward()
+        _loss(y).backward()
+    return meter.total_bytes, dict(calls.recomputed)
 
 
 def _same_grads(got: list, ref: list, what: str) -> None:
@@ -157,25 +147,19 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
     out = []
     for k in (2, 3):
         groups = -(-n // k)
-        with CallCounter(model) as want_calls:
-            with SavedTensorMeter(model, exclude=[x]) as want:
-                y = _every_k(model, x, k)
-            _loss(y).backward()
+        plan = [(s, min(s + k, n), "full") for s in range(0, n, k)]
+        want, want_calls = _kept_and_reruns(model, x, lambda plan=plan: _run_plan(model, x, plan))
         with _explained_checkpoint_errors("call checkpoint(group, h, use_reentrant=False) on each group once"):
             got = _grads(model, lambda k=k: forward_every_k(model, x, k))
             _same_grads(got, ref, f"k={k}")
-            with CallCounter(model) as calls:
-                with SavedTensorMeter(model, exclude=[x]) as meter:
-                    y = forward_every_k(model, x, k)
-                _loss(y).backward()
-        kept = meter.total_bytes
-        assert kept == want.total_bytes, (
+            kept, calls = _kept_and_reruns(model, x, lambda k=k: forward_every_k(model, x, k))
+        assert kept == want, (
             f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {groups} checkpointed groups of "
-            f"{k} blocks keep {fmt_bytes(want.total_bytes)} (their inputs, the batch excluded)"
+            f"{k} blocks keep {fmt_bytes(want)} (their inputs, the batch excluded)"
         )
-        assert dict(calls.recomputed) == dict(want_calls.recomputed), (
+        assert calls == want_calls, (
             f"k={k}: the modules re-run in backward are not those of {groups} checkpointed groups "
-            f"({sum(calls.recomputed.values())} calls re-run, expected {sum(want_calls.recomputed.values())})"
+            f"({sum(calls.values())} calls re-run, expected {sum(want_calls.values())})"
         )
         out.append(f"k={k}: {fmt_bytes(kept)} kept")
     model.zero_grad(set_to_none=True)
@@ -198,10 +182,11 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
     ref = _grads(model, lambda: model(x), x)
     model.zero_grad(set_to_none=True)
     x.grad = None
-    with _no_torch_checkpoint() as used, CallCounter(model) as calls:
+    with _torch_checkpoint_spies() as spies, CallCounter(model) as calls:
         with AliveActivations(model) as alive:
             y = checkpoint_fn(model, x)
         kept = alive.bytes(exclude=[x, y])
+        used = [name for name, spy in spies.items() if spy.called]
         assert not used, (
             f"your function calls torch's {used[0]}: the exercise is to drop and rebuild with your own "
             "saved_tensors_hooks (pack keeps an index, unpack replays fn once and returns the tensor at that index)"
@@ -244,10 +229,8 @@ def _saving(keys: set[tuple]) -> Policy:
 
 
 def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budget: int) -> int:
-    """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays of the chain's
-    (identical) blocks, over every set of a block's products (brute force: a block has six). What
-    caching one product spares is measured on one block, one step each: nothing for a product the
-    replay never reaches (early stop)."""
+    """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays, over every set of
+    a block's products (brute force: six), each product's saving measured on one block."""
     products = [r for r in census if r["flops"] > 0]
 
     def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured

@@ -1,11 +1,7 @@
-"""Figures of the checkpointing lab: the computation graph with what is kept, and the trade-off.
+"""Figures of the checkpointing lab: the graph with what is kept, the trade-off, plans, memory.
 
-from lab_utils.topics.checkpointing import figures
 fig = figures.graph(NODES, EDGES, status={"A": "kept", "B": "recomputed"}, notes={"A": "4 KiB"})
-fig = figures.tradeoff(points, front=[(peak, flops), ...], sqrt_curve=([...], [...]))
-fig = figures.strip(plan.segments, n_blocks)      # which blocks a plan checkpoints
-fig = figures.anatomy_bars({"measured": {"weights": 3.2, ...}, "predicted": {...}})
-fig = figures.memory_timeline({"none": timeline, ...})   # allocated bytes through one step
+fig = figures.tradeoff(points, front=[(peak, flops), ...], plan=plan.segments)
 """
 
 from __future__ import annotations
@@ -17,16 +13,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, legend_beside, style
 
-__all__ = [
-    "STATUS_COLORS",
-    "ANATOMY_COLORS",
-    "graph",
-    "tradeoff",
-    "strip",
-    "anatomy_bars",
-    "segment_curves",
-    "memory_timeline",
-]
+__all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
 # what happened to a node's value between forward and backward
 STATUS_COLORS = {
@@ -38,6 +25,9 @@ STATUS_COLORS = {
     "": "#dddddd",
 }
 
+_ARROW = dict(xref="x", yref="y", axref="x", ayref="y", showarrow=True, text="")
+_ARROW.update(arrowhead=3, arrowsize=1.2, arrowwidth=1.5, arrowcolor="#888", standoff=22, startstandoff=22)
+
 
 def graph(
     nodes: Mapping[str, tuple[float, float]],
@@ -48,31 +38,13 @@ def graph(
     title: str = "",
     height: int = 360,
 ) -> go.Figure:
-    """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status
-    (a key of STATUS_COLORS: kept for backward, cached by a selective policy, dropped,
-    recomputed in backward) and labelled with ``notes`` (e.g. bytes kept)."""
+    """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status (a key
+    of STATUS_COLORS) and labelled with ``notes`` (e.g. bytes kept)."""
     status, notes = dict(status or {}), dict(notes or {})
     fig = go.Figure()
     for a, b in edges:
         (x0, y0), (x1, y1) = nodes[a], nodes[b]
-        fig.add_annotation(
-            x=x1,
-            y=y1,
-            ax=x0,
-            ay=y0,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            showarrow=True,
-            arrowhead=3,
-            arrowsize=1.2,
-            arrowwidth=1.5,
-            arrowcolor="#888",
-            standoff=22,
-            startstandoff=22,
-            text="",
-        )
+        fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, **_ARROW)
     for st in dict.fromkeys(status.get(n, "") for n in nodes):
         names = [n for n in nodes if status.get(n, "") == st]
         fig.add_trace(
@@ -110,7 +82,6 @@ def tradeoff(
     points: Sequence[Mapping],
     *,
     front: Sequence[tuple[float, float]] = (),
-    sqrt_curve: tuple[Sequence[float], Sequence[float]] | None = None,
     y: str = "extra_flops",
     ylabel: str = "extra forward FLOPs (fraction of one forward)",
     xlabel: str = "activation memory kept (fraction of no checkpointing)",
@@ -119,52 +90,21 @@ def tradeoff(
     n_blocks: int | None = None,
     height: int = 480,
 ) -> go.Figure:
-    """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and
-    ``y``), the planner's optimal front as a step line, the sqrt(N) model as a dashed curve,
-    and, when ``plan`` is given, a strip below showing which blocks that plan checkpoints."""
+    """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and ``y``),
+    the planner's optimal front as a step line and, with ``plan``, a strip below showing which
+    blocks that plan checkpoints."""
     rows = 2 if plan is not None else 1
     fig = make_subplots(rows=rows, cols=1, row_heights=[0.82, 0.18][:rows], vertical_spacing=0.16)
+    traces = []
     if front:
         fx, fy = zip(*sorted(front))
-        fig.add_trace(
-            go.Scatter(
-                x=fx,
-                y=fy,
-                mode="lines+markers",
-                line_shape="hv",
-                name="optimal front (planner)",
-                line=dict(color="#999"),
-                marker=dict(size=5, color="#999"),
-            ),
-            row=1,
-            col=1,
-        )
-    if sqrt_curve is not None:
-        fig.add_trace(
-            go.Scatter(
-                x=list(sqrt_curve[0]),
-                y=list(sqrt_curve[1]),
-                mode="lines",
-                name="model: k segments (min at k = sqrt(N))",
-                line=dict(dash="dash", color="#9467bd"),
-            ),
-            row=1,
-            col=1,
-        )
+        look = dict(line=dict(color="#999"), marker=dict(size=5, color="#999"), line_shape="hv")
+        traces.append(go.Scatter(x=fx, y=fy, mode="lines+markers", name="optimal front (planner)", **look))
     for i, p in enumerate(points):
-        fig.add_trace(
-            go.Scatter(
-                x=[p["memory"]],
-                y=[p[y]],
-                mode="markers+text",
-                text=[p["name"]],
-                textposition="top center",
-                name=p["name"],
-                marker=dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle")),
-            ),
-            row=1,
-            col=1,
-        )
+        marker = dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle"))
+        label = dict(mode="markers+text", text=[p["name"]], textposition="top center", name=p["name"])
+        traces.append(go.Scatter(x=[p["memory"]], y=[p[y]], marker=marker, **label))
+    fig.add_traces(traces, rows=1, cols=1)
     legend_beside(style(fig, title=title, height=height + (90 if plan is not None else 0)))
     fig.update_xaxes(title_text=xlabel, row=1, col=1)
     fig.update_yaxes(title_text=ylabel, row=1, col=1)
@@ -196,13 +136,6 @@ def _add_strip(fig: go.Figure, plan, n: int, row: int) -> None:
     fig.update_xaxes(title_text="block (green: stored, grey: checkpointed; | starts a segment)", row=row, col=1)
 
 
-def strip(plan: Sequence[tuple[int, int, str]], n_blocks: int, *, title: str = "") -> go.Figure:
-    """One bar per block: stored (green) or inside a checkpointed segment (grey)."""
-    fig = make_subplots(rows=1, cols=1)
-    _add_strip(fig, plan, n_blocks, row=1)
-    return style(fig, title=title, height=200)
-
-
 ANATOMY_COLORS = {
     "weights": "#1f77b4",
     "gradients": "#aec7e8",
@@ -214,7 +147,7 @@ ANATOMY_COLORS = {
 }
 
 
-def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB", title: str = "") -> go.Figure:
+def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, title: str = "", digits: int = 1) -> go.Figure:
     """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
     stacking the parts of a step's memory (keys of ``ANATOMY_COLORS``; missing parts are 0)."""
     fig = go.Figure()
@@ -227,11 +160,11 @@ def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, unit: str = "MiB
                 y=[columns[n].get(part, 0) for n in names],
                 name=part,
                 marker_color=ANATOMY_COLORS[part],
-                hovertemplate=f"{part}: %{{y:.1f}} {unit}<extra></extra>",
+                hovertemplate=f"{part}: %{{y:.{digits}f}} MiB<extra></extra>",
             )
         )
     fig.update_layout(barmode="stack")
-    return style(fig, title=title, yaxis=unit, height=440)
+    return style(fig, title=title, yaxis="MiB", height=440)
 
 
 def segment_curves(
@@ -264,16 +197,14 @@ def memory_timeline(
     timelines: Mapping[str, object],
     *,
     model_peaks: Mapping[str, float] | None = None,
-    unit: float = 2**20,
     title: str = "Allocated bytes through one step (allocator events)",
 ) -> go.Figure:
-    """One line per strategy: bytes allocated after each allocator event (``Timeline.live``), the
-    x axis the event's rank in the step; a marker where the backward starts and, with
-    ``model_peaks``, the planner's modelled peak as a dotted line of the same colour."""
+    """One line per strategy of bytes allocated against the allocator event's rank, a marker where
+    backward starts and, with ``model_peaks``, the planner's modelled peak dotted in the same colour."""
     fig = go.Figure()
     for i, (name, tl) in enumerate(timelines.items()):
         color = PALETTE[i % len(PALETTE)]
-        ys = [v / unit for v in tl.live]
+        ys = [v / 2**20 for v in tl.live]
         fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=name, line=dict(color=color)))
         b = min(tl.backward_at, len(ys) - 1)
         fig.add_trace(
@@ -290,7 +221,7 @@ def memory_timeline(
             fig.add_trace(
                 go.Scatter(
                     x=[0, len(ys) - 1],
-                    y=[model_peaks[name] / unit] * 2,
+                    y=[model_peaks[name] / 2**20] * 2,
                     mode="lines",
                     showlegend=False,
                     hovertext=f"{name}: the planner's modelled peak",

@@ -1,19 +1,12 @@
 """Measuring checkpointing on a real chain: per-block profile, strategies side by side, and what
 stays alive after a forward.
 
-    from lab_utils.topics.checkpointing import measure
     act, inp, cost = measure.profile_blocks(model, x)          # the planner's inputs, measured
     rows = measure.compare_strategies(model, x, {"none": forward_plain, "every block": forward_every_block})
     print(measure.results_table(rows))
-    with measure.AliveActivations(model) as alive:            # however the graph keeps them
-        y = my_checkpoint(model, x)
-    alive.bytes(exclude=[x, y])                                # module outputs still in memory
 
-``compare_strategies`` takes the forward functions the lab writes, ``fn(blocks, x) -> y``, and
-measures them from outside: it never chooses what to checkpoint. It counts ``kept`` over the
-chain's forward only (the loss's own saved tensors are not the chain's), excludes the batch
-``x`` (it lives anyway) and measures the allocator's peak for the whole step where it can
-(CUDA, or the CPU profiler with ``profile_cpu=True``).
+``compare_strategies`` measures the lab's forward functions from outside, never choosing what to
+checkpoint; ``kept`` counts the chain's forward only (not the loss's), batch excluded.
 """
 
 from __future__ import annotations
@@ -37,9 +30,8 @@ Forward = Callable[[nn.Sequential, torch.Tensor], torch.Tensor]
 
 
 def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
-    """Measured, block by block: bytes each block saves for backward (its input included when it
-    saves it; parameters excluded), bytes of its input, and its forward FLOPs. These are the
-    ``act``, ``inp`` and ``cost`` the planner takes."""
+    """The planner's ``act``, ``inp`` and ``cost``, measured block by block: bytes saved for backward
+    (input included when saved, parameters not), bytes of the input, forward FLOPs."""
     act, inp, cost = [], [], []
     h = x.detach()
     for blk in model:
@@ -120,18 +112,11 @@ def compare_strategies(
     blocks: tuple[list[int], list[int], list[int]] | None = None,
     progress: bool = False,
 ) -> list[dict]:
-    """Run one training step of ``model`` on ``x`` per strategy and measure it from outside.
-
-    ``strategies``: name -> a forward function ``fn(model, x) -> y`` (the lab's cells). Each row
-    holds: kept (bytes the chain's forward saves for backward, batch excluded), segments (the runs
-    of blocks that ran again in backward, as ``(start, stop)``), peak_model (the planner's
-    position-aware peak for those segments, ``planner.evaluate``, shifted by the measured kept
-    bytes), peak (allocator peak of
-    the step above its start: CUDA, or the CPU profiler with ``profile_cpu``, else None),
-    forward_flops, total_flops, extra_flops (total minus no checkpointing's), recomputed (module
-    calls re-run in backward), seconds (fastest of ``repeat`` steps after ``warmup``, the
-    strategies timed in interleaved rounds, see ``interleaved_min``; nan when ``repeat=0``) and
-    grad_diff (largest gradient difference from no checkpointing)."""
+    """One training step per strategy (name -> ``fn(model, x) -> y``), measured from outside. Each
+    row: kept (batch excluded), segments (blocks re-run in backward, ``(start, stop)``), peak_model
+    (``planner.evaluate`` for those segments, shifted by the measured kept), peak (allocator peak:
+    CUDA, or the CPU profiler with ``profile_cpu``, else None), forward/total/extra_flops,
+    recomputed (calls re-run), seconds (``interleaved_min``; nan when ``repeat=0``), grad_diff."""
     act, inp, _ = blocks or profile_blocks(model, x)
     params = [p for p in model.parameters() if p.requires_grad]
 
@@ -202,13 +187,8 @@ def compare_strategies(
 
 
 def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> list[float]:
-    """Fastest of ``repeat`` timed calls of each step, taken in rounds (every step once per round),
-    so that a burst of load on the machine slows every step alike instead of one, with Python's
-    garbage collector paused (as ``timeit`` does); nan when ``repeat=0``.
-
-    >>> interleaved_min([lambda: sum(range(1000)), lambda: sum(range(10))], repeat=3)  # doctest: +SKIP
-    [1.2e-05, 4e-07]
-    """
+    """Fastest of ``repeat`` timed calls of each step, in rounds (every step once per round), so a
+    burst of load slows every step alike; the garbage collector paused, as ``timeit`` does."""
     for _ in range(warmup):
         for step in steps:
             step()
@@ -227,10 +207,8 @@ def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repea
 
 
 class AliveActivations:
-    """Weak references to the output of every leaf module run in forward (not the recomputed
-    ones). ``bytes()`` after the forward: the unique storages still alive, i.e. what the
-    autograd graph (or anything else) keeps, however it keeps it: no saved-tensor hook needed,
-    so it also measures code that installs hooks of its own."""
+    """Weak references to every leaf module's forward output: ``bytes()`` is what is still alive
+    after the forward, however it is kept (no saved-tensor hook, so students' own hooks are seen)."""
 
     def __init__(self, model: nn.Module):
         self.model = model

@@ -1,19 +1,11 @@
-"""Offload, measured: what a saved-tensor offload hook (``torch.autograd.graph.save_on_cpu``)
-moves off the device, attached from outside.
+"""Offload, measured: what a saved-tensor offload hook (``save_on_cpu``) moves off the device.
 
-    from torch.autograd.graph import save_on_cpu
-    from lab_utils.topics.checkpointing.offload import PackCounter
     with PackCounter(save_on_cpu(), params=model.parameters()) as moved:
-        loss = model(x).pow(2).mean()           # every tensor saved for backward goes to the host
+        loss = model(x).pow(2).mean()
     moved.activation_bytes, moved.param_bytes   # unique storages copied, split
-    loss.backward()                             # copied back as backward needs them
 
-``save_on_cpu`` is a ``saved_tensors_hooks`` whose pack hook copies each saved tensor to host
-memory and whose unpack hook copies it back. ``PackCounter`` wraps that pack hook and counts what
-it is given (each storage once), so it sees exactly what the hook moves, parameters included:
-the hook does not know that a weight an op saves is a parameter (already kept), and copies it too.
-On a CPU, host and device are the same memory: the copy happens, but it frees nothing, and its
-time is a memcpy, not a transfer over PCIe.
+The trap: the hook copies weights an op saves too (it does not know they are parameters). On a
+CPU the copy happens but frees nothing, and costs a memcpy, not a PCIe transfer.
 """
 
 from __future__ import annotations
@@ -26,10 +18,8 @@ __all__ = ["PackCounter"]
 
 
 class PackCounter:
-    """Context manager entering ``hooks`` (a ``saved_tensors_hooks``, e.g. ``save_on_cpu()``) with
-    its pack hook counted: ``activation_bytes`` and ``param_bytes`` (storages of ``params``), each
-    storage once; ``tensors``: how many tensors were packed. ``exclude``: tensors (the batch) not
-    counted (they are moved all the same)."""
+    """``hooks`` (e.g. ``save_on_cpu()``) with its pack hook counted, each storage once:
+    ``activation_bytes``, ``param_bytes`` (``params``' storages), ``tensors``; ``exclude`` not counted."""
 
     def __init__(
         self,

@@ -1,36 +1,21 @@
 """The planner: which blocks of a chain to checkpoint for a memory budget, with least recompute.
 
-    from lab_utils.topics.checkpointing import planner
     plan = planner.plan_for_budget(act, inp, cost, budget=2**20)   # least recompute that fits
-    plan.segments, plan.kept, plan.peak, plan.recompute
     planner.optimal_front(act, inp, cost)    # every plan no other beats on both peak and recompute
 
-Cost model (the planner's, stated so a student can check it by hand). The chain has N blocks;
-block i keeps ``act[i]`` bytes for backward when run normally (its input included when it saves
-it), its input has ``inp[i]`` bytes and its forward costs ``cost[i]`` (FLOPs or seconds). A plan
-cuts the chain into segments [start, stop). A stored segment keeps the sum of its blocks' ``act``;
-a checkpointed ("full") segment keeps only its input ``inp[start]`` and is run forward again once
-in backward (recompute = sum of its ``cost``).
-
-The peak is position-aware, as the allocator sees it: backward walks the segments from the last
-to the first and frees what each one kept once it is done, so when checkpointed segment j is
-rebuilt, only what the segments before it keep is still alive, plus its own rebuilt activations
-(which include its input, already kept) and the gradient arriving at its output, ``out(j)``
-bytes (the next block's input size). Hence
+Block i keeps ``act[i]`` bytes when stored, has an input of ``inp[i]`` bytes and a forward of
+``cost[i]``; a checkpointed segment keeps only ``inp[start]`` and runs again once in backward.
+Backward frees each segment once done, so the peak is position-aware (out(j): the gradient
+arriving at segment j's output, the next block's input size):
 
     kept      = sum(act over stored blocks) + sum(inp[start] over checkpointed segments)
     alive(j)  = kept by the segments before j + sum(act over segment j) + out(j)
     peak      = max(kept + in_flight, max over checkpointed j of alive(j))
     recompute = sum(cost over checkpointed blocks)
 
-A stored segment at the end of the chain therefore costs no more than a checkpointed one of the
-same bytes (what ``checkpoint_sequential`` exploits by leaving its last chunk stored). ``kept``
-is what ``lab_utils.memory.SavedTensorMeter`` measures after the forward. ``in_flight`` (0 by
-default) is what the backward holds on top of everything kept when it starts: the chain's output
-and the first gradients; measure it once, from a step without checkpointing (its allocator peak
-less its kept bytes). The model still leaves out the allocator's temporaries. With N uniform blocks
-that save only their input (act = inp = 1) and k equal checkpointed segments, peak = (k - 1) +
-N/k + 1, least near k = sqrt(N): the sqrt(N) rule of Chen et al. (2016), for one extra forward pass.
+``in_flight``: what backward holds on top at its start (measure it from a plain step: allocator
+peak less kept); temporaries are left out. Uniform blocks, k segments: peak = (k-1) + N/k + 1,
+least near k = sqrt(N) (Chen et al., 2016).
 """
 
 from __future__ import annotations
@@ -38,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
@@ -97,24 +83,14 @@ def _out(inp: Sequence[float], e: int) -> float:
     return inp[e] if e < len(inp) else inp[-1]
 
 
-def _prefix(values: Sequence[float]) -> list[float]:
-    out = [0.0]
-    for v in values:
-        out.append(out[-1] + v)
-    return out
-
-
 def _states(
     act, inp, cost, budget: float = math.inf, in_flight: float = 0.0
 ) -> list[tuple[float, float, float, tuple]]:
-    """The dynamic program over prefixes of the chain. A state is (kept, peak so far, recompute,
-    segments); a state that another beats on all three is dropped (the rest of the plan sees a
-    prefix only through its kept bytes, its peak and its recompute). States whose peak would pass
-    ``budget`` are dropped as they appear (kept bytes may reach ``budget - in_flight``: the
-    start of the backward adds ``in_flight`` on top of all of them)."""
+    """The dynamic program over prefixes: states (kept, peak so far, recompute, segments), those
+    beaten on all three dropped; over ``budget`` dropped as they appear (kept up to ``budget - in_flight``)."""
     kept_cap = budget - in_flight
     n = len(act)
-    pa, pc = _prefix(act), _prefix(cost)
+    pa, pc = list(accumulate(act, initial=0.0)), list(accumulate(cost, initial=0.0))
     states: list[list[tuple[float, float, float, tuple]]] = [[(0.0, 0.0, 0.0, ())]]
     for i in range(1, n + 1):
         cands = []
@@ -169,11 +145,9 @@ def optimal_front(
     return front
 
 
-def min_peak(
-    act: Sequence[float], inp: Sequence[float], cost: Sequence[float] | None = None, in_flight: float = 0.0
-) -> float:
-    """The smallest peak any plan reaches under the cost model."""
-    n = _check_chain(act, inp, [0.0] * len(act) if cost is None else cost, in_flight)
+def min_peak(act: Sequence[float], inp: Sequence[float], in_flight: float = 0.0) -> float:
+    """The smallest peak any plan reaches under the cost model (recompute costs play no part)."""
+    n = _check_chain(act, inp, [0.0] * len(act), in_flight)
     return min(max(k + in_flight, pk) for k, pk, *_ in _states(act, inp, [0.0] * n))
 
 

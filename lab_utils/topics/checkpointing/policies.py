@@ -1,26 +1,10 @@
 """Selective checkpointing policies, and the instrument that lets the memory meter see their cache.
 
-    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
-    from lab_utils.topics.checkpointing import policies
     contexts = functools.partial(create_selective_checkpoint_contexts, policies.counted(my_policy))
     y = checkpoint(block, x, use_reentrant=False, context_fn=contexts)
 
-A policy is ``policy(ctx, op, *args, **kwargs) -> CheckpointPolicy``, called for every op the
-checkpointed region runs: MUST_SAVE/PREFER_SAVE keep the op's output in a cache for backward,
-MUST_RECOMPUTE/PREFER_RECOMPUTE drop it and run the op again in backward. The labs write their
-policies in the notebook; this module holds what measures them and two ready-made ones:
-
-- ``counted(policy)``: the same decisions, and every output it saves is reported to an active
-  ``lab_utils.memory.SavedTensorMeter`` (the cache lives where no saved-tensor hook sees it);
-- ``selective_policy(ops)``: save the outputs of ``ops`` (default ``MATMUL_OPS``, every matrix
-  product, the attention core's ``bmm`` included), recompute the rest; with ``WEIGHT_MATMUL_OPS``
-  (the products with a weight: the linear layers) it is Korthikanti et al.'s selective recompute;
-- ``op_census(block, x)``: the ops a checkpointed region runs, with their output bytes and
-  FLOPs (what a policy decides on: FLOPs per byte);
-- ``op_key(op, args)``: which op call a policy is deciding on (the op and its tensor arguments'
-  shapes): the census lists it per row, so a policy can single out one call of a block;
-- ``module_policy(model, names)``: save every op run inside the named modules (the lab's
-  node-by-node explorer).
+A policy is ``policy(ctx, op, *args, **kwargs) -> CheckpointPolicy``; ``counted`` is needed because
+the policy's cache lives where no saved-tensor hook (so no ``SavedTensorMeter``) sees it.
 """
 
 from __future__ import annotations
@@ -35,16 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import note_saved
 
-__all__ = [
-    "MATMUL_OPS",
-    "WEIGHT_MATMUL_OPS",
-    "SAVE",
-    "counted",
-    "selective_policy",
-    "module_policy",
-    "op_census",
-    "op_key",
-]
+__all__ = ["MATMUL_OPS", "WEIGHT_MATMUL_OPS", "counted", "selective_policy", "module_policy", "op_census", "op_key"]
 
 MATMUL_OPS = frozenset(
     {
@@ -137,13 +112,8 @@ class module_policy:
 
 
 def op_key(op: object, args: tuple) -> tuple:
-    """The op and the shapes of its tensor arguments: what tells apart, inside one block, the calls
-    a policy sees (``qkv``'s addmm from ``fc``'s, the scores' bmm from the values' one). The same
-    in the forward and in the replay.
-
-    >>> op_key(torch.ops.aten.mm.default, (torch.ones(2, 3), torch.ones(3, 4)))
-    ('aten.mm.default', (2, 3), (3, 4))
-    """
+    """The op and its tensor arguments' shapes: what tells apart, inside one block, the calls a
+    policy sees (``qkv``'s addmm from ``fc``'s); the same in the forward and in the replay."""
     return (str(op), *(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
 
 
@@ -184,18 +154,9 @@ class _OpWatch(TorchDispatchMode):
 
 
 def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
-    """Run ``region(x)`` once, plainly, and list every op call that allocates its output (views
-    skipped), most bytes first: index (its place in the forward's order), op, key (``op_key``,
-    what a policy sees), out_shape (its first
-    output's), out_bytes, flops (as ``FlopCounterMode`` counts them), flops_per_byte, and
-    saved_for_backward (whether some op's backward keeps that output, the tensors autograd saves:
-    caching any other output holds it for nothing). Products with a weight score high in FLOPs
-    per byte, the attention scores' ``bmm`` low, pointwise ops zero.
-
-    >>> rows = op_census(transformer_chain(1)[0], torch.randn(2, 128, 64))
-    >>> rows[0]["op"], rows[0]["flops_per_byte"], rows[0]["saved_for_backward"]   # the scores
-    ('aten.bmm.default', 8.0, False)
-    """
+    """Every op call of one plain ``region(x)`` that allocates its output, most bytes first: index,
+    op, key (``op_key``), out_shape, out_bytes, flops, flops_per_byte and saved_for_backward
+    (whether autograd saves that output: caching any other holds it for nothing)."""
     if not isinstance(region, nn.Module) or not isinstance(x, torch.Tensor):
         raise TypeError(f"op_census(region, x): a module and a tensor, got {type(region).__name__}, {type(x).__name__}")
     saved: set[int] = set()

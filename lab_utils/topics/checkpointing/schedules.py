@@ -1,12 +1,7 @@
 """Segment schedules for a chain of N blocks, as data: which consecutive blocks run under one checkpoint.
 
-    from lab_utils.topics.checkpointing import schedules
-    schedules.segments_sqrt(16)                     # [(0, 4, "full"), (4, 8, "full"), ...]
-    schedules.segments_checkpoint_sequential(8, 2)  # [(0, 4, "full"), (4, 8, "store")]
-
-A schedule is a list of ``(start, stop, mode)`` segments tiling ``0..N`` in order; ``mode`` is
-"store" (run normally, keep what autograd saves) or "full" (``checkpoint``: keep only the
-segment's input, run it again in backward). The planner returns one; the lab's cells run it.
+A schedule is a list of ``(start, stop, mode)`` tiling ``0..N`` in order; mode "store" runs as
+usual, "full" keeps only the segment's input and runs it again in backward.
 """
 
 from __future__ import annotations

@@ -1,26 +1,15 @@
 """The memory of one training step, measured part by part (what ``stepmem.predict`` predicts).
 
-    from lab_utils.topics.checkpointing.step_memory import measure_anatomy
-    opt = torch.optim.AdamW(model.parameters())
-    got = measure_anatomy(model, batch, opt, accumulation=4)   # an anatomy.Anatomy, measured
-    got.parts(), got.peak
+    got = measure_anatomy(model, batch, opt, accumulation=4)   # a stepmem.Anatomy, measured
 
-What each part is, exactly:
-
-- ``weights``, ``gradients``, ``optimizer``: bytes of the parameter tensors, of their ``.grad``
-  tensors and of every tensor in ``optimizer.state`` (after a first step has created them);
-- ``activations``: bytes autograd keeps for backward during one micro-batch's forward
-  (``SavedTensorMeter``: unique storages, parameters and the batch's own tensors excluded);
-- ``temporaries``: the allocator's peak over the whole step (every micro-batch's forward and
-  backward, then ``optimizer.step()``), above the level at its start (weights, gradients and
-  optimizer state already allocated), minus ``activations``. The peak is CUDA's
-  ``max_memory_allocated`` on a GPU and the CPU profiler's allocation events on a CPU
-  (``lab_utils.memory.cpu_peak``).
-
-Checkpointing is whatever the model does (``model.activation_checkpointing_enable()``).
+``activations``: what ``SavedTensorMeter`` counts over one micro-batch's forward; ``temporaries``:
+the allocator's peak over the whole step above its start (CUDA's, or ``cpu_peak``), less that.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -28,41 +17,58 @@ from torch import nn
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy
 
-__all__ = ["measure_anatomy"]
+__all__ = ["measure_anatomy", "stepper"]
 
 
-def _micro_batches(batch: dict[str, torch.Tensor], k: int) -> list[dict[str, torch.Tensor]]:
+def stepper(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    accumulation: int = 1,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> tuple[list[dict[str, torch.Tensor]], Callable, Callable[[], None]]:
+    """``(micro, loss, step)``: ``batch`` cut into ``accumulation`` micro-batches, ``loss(mb)``
+    (``model(**mb).loss`` under ``autocast()``) and ``step()`` (every micro-batch, then the update)."""
     n = len(next(iter(batch.values())))
-    if k < 1 or n % k:
-        raise ValueError(f"measure_anatomy(accumulation={k}): must be >= 1 and divide the batch of {n} sequences")
-    m = n // k
-    return [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+    if accumulation < 1 or n % accumulation:
+        raise ValueError(f"accumulation={accumulation}: must be >= 1 and divide the batch of {n} sequences")
+    m = n // accumulation
+    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(accumulation)]
 
-
-def measure_anatomy(
-    model: nn.Module, batch: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, *, accumulation: int = 1
-) -> Anatomy:
-    """Measure one step of ``model(**micro_batch).loss`` over ``accumulation`` micro-batches of
-    ``batch``, then ``optimizer.step()``; a first step (not measured) allocates gradients and the
-    optimizer's state, as in any training loop after its first step."""
-    micro = _micro_batches(batch, accumulation)
+    def loss(mb: dict[str, torch.Tensor]) -> torch.Tensor:
+        with autocast():
+            return model(**mb).loss
 
     def step() -> None:
         for mb in micro:
-            (model(**mb).loss / accumulation).backward()
+            (loss(mb) / accumulation).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
 
+    return micro, loss, step
+
+
+def measure_anatomy(
+    model: nn.Module,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    *,
+    accumulation: int = 1,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> Anatomy:
+    """One step of ``accumulation`` micro-batches then ``optimizer.step()``, measured part by part,
+    after a first unmeasured step that allocates gradients and optimizer state (as in any loop)."""
+    micro, loss_of, step = stepper(model, batch, optimizer, accumulation=accumulation, autocast=autocast)
     model.train()
     step()
     params = [p for p in model.parameters() if p.requires_grad]
     exclude = [v for mb in micro for v in mb.values()] + list(batch.values())
     with SavedTensorMeter(model, exclude=exclude) as meter:
-        loss = model(**micro[0]).loss
+        loss = loss_of(micro[0])
     del loss
-    cuda = next(iter(params)).is_cuda
-    if cuda:
-        with CudaPeak() as peak:
+    if params[0].is_cuda:
+        with CudaPeak(params[0].device) as peak:
             step()
         top = peak.bytes
     else:

@@ -1,15 +1,9 @@
 """Allocated bytes through one training step, from the allocator's own events.
 
-    from lab_utils.topics.checkpointing.timeline import allocation_timeline
     tl = allocation_timeline(lambda: model(x).pow(2).mean(), device=x.device)
-    tl.live          # bytes allocated above the start, after each allocation or free
-    tl.backward_at   # index of the first event of the backward
-    tl.peak, tl.peak_in_backward
+    tl.live, tl.backward_at, tl.peak
 
-Every allocation and free the profiler records (``profile_memory=True``: on a CPU torch's CPU
-allocator, on a GPU the CUDA caching allocator's allocations, not its reserve) is one event;
-their running sum is the memory allocated at that moment. The x axis is the event's rank, not
-its clock time: the order of allocations is the same on every run, the clock is not.
+The x axis is the event's rank, not its clock time: the order of allocations repeats, the clock does not.
 """
 
 from __future__ import annotations
@@ -38,15 +32,6 @@ class Timeline:
     @property
     def peak(self) -> int:
         return max(self.live, default=0)
-
-    @property
-    def peak_in_backward(self) -> int:
-        return max(self.live[self.backward_at :], default=0)
-
-    @property
-    def at_backward_start(self) -> int:
-        """Allocated when backward starts: what the forward left alive (saved tensors, output)."""
-        return self.live[self.backward_at - 1] if self.backward_at else 0
 
 
 def allocation_timeline(loss_fn: Callable[[], torch.Tensor], device: torch.device | str = "cpu") -> Timeline:

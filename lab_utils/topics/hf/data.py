@@ -1,10 +1,4 @@
-"""The lab's job: a tiny GPT-2 sequence classifier on in-memory token sequences, and its metrics.
-
-from lab_utils.topics.hf import data
-train_ds, val_ds = data.make_splits(256, 128)   # dict items; train_ds.order records reads
-model = data.build_model()                      # GPT-2 from a config, 2 labels, offline
-data.accuracy_f1([1, 1, 0], [1, 0, 0])          # {'accuracy': 0.667, 'f1': 0.667}
-"""
+"""The lab's job: a tiny GPT-2 sequence classifier on in-memory token sequences, and its metrics."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Graders of lab 4's exercises: each runs the student's code and measures it against a reference.
 
-    from lab_utils.topics.hf import exercises
-    exercises.check_loop_from_args(loop_from_args) # 1: the Trainer's losses AND gradient norms
-    exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)  # 2: your own loss, divided once
-    exercises.check_window_loss(window_loss)       # 3: a window's tokens across 2 real ranks
-
-Each prints ○ (not attempted), ✓, or ✗ with a hint, and returns the mark (``lab_utils.checks.grader``).
+exercises.check_loop_from_args(loop_from_args) # 1: the Trainer's losses AND gradient norms
+exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)  # 2: your own loss, divided once
+exercises.check_window_loss(window_loss)       # 3: a window's tokens across 2 real ranks
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""Lab 4's figures: two or more runs' losses, what happens on each micro-batch of a
-multi-process run, and learning-rate schedules.
-
-    from lab_utils.topics.hf import figures
-    figures.loss_match({"Trainer": losses, "Accelerate loop": losses2}, grad_accum=1)
-    figures.sync_timeline(rank_run)           # one rank's accelerate_meter.metered(loop) result
-    figures.lr_schedules({"prepared": lrs, "not prepared": lrs2})
-"""
+"""Lab 4's figures: runs' losses, each micro-batch of a multi-process run, learning-rate schedules."""
 
 from __future__ import annotations
 
@@ -67,30 +60,12 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
     fig.add_trace(
         go.Bar(x=x, y=run["collectives"], marker_color=colors, name="collectives", showlegend=False), row=1, col=1
     )
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=run["optimizer_steps"],
-            mode="lines+markers",
-            line_shape="hv",
-            name="optimizer steps",
-            line=dict(color=PALETTE[0]),
-        ),
-        row=2,
-        col=1,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=run["scheduler_steps"],
-            mode="lines+markers",
-            line_shape="hv",
-            name="scheduler steps",
-            line=dict(color=PALETTE[1]),
-        ),
-        row=3,
-        col=1,
-    )
+    for row, key in ((2, "optimizer_steps"), (3, "scheduler_steps")):
+        line = dict(color=PALETTE[row - 2])
+        trace = go.Scatter(
+            x=x, y=run[key], mode="lines+markers", line_shape="hv", name=key.replace("_", " "), line=line
+        )
+        fig.add_trace(trace, row=row, col=1)
     style(
         fig,
         title=title

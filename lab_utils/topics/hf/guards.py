@@ -1,15 +1,8 @@
 """The traps that leave an Accelerate job on one process, turned into errors that say what to do.
 
-    from lab_utils.topics.hf import guards
-    guards.check_port_free(29500)          # raises, naming a free port, when the port is taken
-    guards.check_no_accelerator()          # before accelerate.notebook_launcher
-    guards.check_processes(accelerator, 2) # inside the job: really 2 processes?
-
-Accelerate keeps its state in process-wide singletons: a Trainer or an ``Accelerator()`` made in a
-notebook kernel stays there, and ``notebook_launcher`` then refuses to start. On a CPU,
-``accelerate launch --cpu --num_processes 2`` starts ONE process, and an Accelerator built without
-``cpu=True`` leaves each launched process alone: ``check_processes`` says which happened.
-``lab_utils.accelerate_meter.reset_accelerate_state()`` forgets this kernel's Accelerator.
+Accelerate's state is process-wide: an ``Accelerator()`` (or Trainer) made in a kernel stays, and
+``notebook_launcher`` then refuses to start. On a CPU, ``accelerate launch --cpu --num_processes 2``
+starts ONE process, and an Accelerator without ``cpu=True`` leaves each process alone.
 """
 
 from __future__ import annotations

@@ -1,10 +1,4 @@
-"""What Accelerate and the Trainer do inside a loop, each piece measured on its own (one process).
-
-from lab_utils.topics.hf import mechanics
-mechanics.backward_scaling(4)                   # inside/outside accumulate: 0.25 both
-parts = mechanics.uneven_window(4)              # LM micro-batches of very different lengths
-mechanics.token_loss_normalisation()            # num_items_in_batch == one big batch
-"""
+"""What Accelerate and the Trainer do inside a loop, each piece measured on its own (one process)."""
 
 from __future__ import annotations
 
@@ -18,12 +12,12 @@ from lab_utils.accelerate_meter import reset_accelerate_state
 from lab_utils.data import lm_batch
 from lab_utils.flat import flat
 from lab_utils.models import tiny_gpt2
+from lab_utils.topics.accumulation.losses import count_tokens
 from lab_utils.topics.hf.data import offline
 
 __all__ = [
     "backward_scaling",
     "uneven_window",
-    "target_tokens",
     "token_loss_normalisation",
 ]
 
@@ -63,22 +57,10 @@ def uneven_window(micro_batches: int = 4, *, per_micro: int = 2, seed: int = 0) 
     ]
     width = max(p["input_ids"].shape[1] for p in parts)
 
-    def pad(t: torch.Tensor, value: int) -> torch.Tensor:
-        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=value)
+    def pad(key: str, t: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(t, (0, width - t.shape[1]), value=-100 if key == "labels" else 0)
 
-    return [
-        {
-            "input_ids": pad(p["input_ids"], 0),
-            "attention_mask": pad(p["attention_mask"], 0),
-            "labels": pad(p["labels"], -100),
-        }
-        for p in parts
-    ]
-
-
-def target_tokens(batch: dict[str, torch.Tensor]) -> int:
-    """Tokens a causal LM is scored on in ``batch``: labels after the shift, padding excluded."""
-    return int((batch["labels"][:, 1:] != -100).sum())
+    return [{key: pad(key, t) for key, t in p.items()} for p in parts]
 
 
 def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed: int = 0) -> dict[str, Any]:
@@ -89,7 +71,7 @@ def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed
     model = tiny_gpt2(seed=seed)
     parts = uneven_window(micro_batches, per_micro=per_micro, seed=seed)
     big = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-    n_items = sum(target_tokens(p) for p in parts)
+    n_items = sum(count_tokens(p) for p in parts)
 
     def grads(losses_fn: Any) -> tuple[float, torch.Tensor]:
         model.zero_grad()
@@ -108,5 +90,5 @@ def token_loss_normalisation(*, micro_batches: int = 4, per_micro: int = 2, seed
         "num_items_in_batch": fix_loss,
         "grad_gap_mean_of_means": (g_mom - g_big).abs().max().item() / scale,
         "grad_gap_num_items": (g_fix - g_big).abs().max().item() / scale,
-        "tokens_per_micro_batch": [target_tokens(p) for p in parts],
+        "tokens_per_micro_batch": [count_tokens(p) for p in parts],
     }

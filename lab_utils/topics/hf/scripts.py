@@ -1,14 +1,11 @@
 """Lab 4's job as a script on N processes: the commands to type, and running them.
 
-    from lab_utils.topics.hf import scripts
     cmd = scripts.command("accelerate", scripts.job_script(), processes=2)
-    print(scripts.shown(cmd))      # accelerate launch --multi_gpu --num_processes 2 ... --processes 2
     out = scripts.run(cmd)         # returncode, the main process's JSON result, the guard's error line
-    outs = scripts.run_all({"a": cmd, "b": cmd2})   # several commands at once, results by name
 
-Launchers: ``accelerate`` (``--multi_gpu``: its multi-process path, the script builds
-``Accelerator(cpu=True)`` without a GPU), ``accelerate-cpu-trap`` (``--cpu``: ONE process,
-whatever ``--num_processes`` says) and ``torchrun`` (``--standalone`` picks a free port).
+Launchers: ``accelerate`` (``--multi_gpu``; the script builds ``Accelerator(cpu=True)`` without a
+GPU), ``accelerate-cpu-trap`` (``--cpu``: ONE process, whatever ``--num_processes`` says) and
+``torchrun`` (``--standalone`` picks a free port).
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""The Trainer side of lab 4: a meter attached from outside, and a run's log as plain data.
+"""The Trainer measured from outside: micro-batch losses, its log as plain data.
 
-    from lab_utils.topics.hf import trainer
-    with trainer.TrainerMeter() as meter:      # around any Trainer(...).train()
-        t = train_with_trainer(...)
-    run = trainer.summary(t, meter)            # step_losses, grad_norms, lrs, evals, seconds, micro_losses
-    trainer.window_means(micro_losses, 4)      # what the Trainer logs per update, from micro-batch losses
-    trainer.loss_gap(run_a, run_b)             # two loss histories compared
-
-``TrainerMeter`` wraps ``Trainer.compute_loss`` while the block runs and records each training
-micro-batch's loss as ``compute_loss`` returns it: the batch mean, before the Trainer divides it
-(or not) for accumulation. What the Trainer believes about that division is on the Trainer itself
-(``trainer.model_accepts_loss_kwargs``, ``trainer.loss_is_scaled_for_ga``): read it there.
+``TrainerMeter`` records each micro-batch's loss as ``compute_loss`` returns it, before any
+division for accumulation; what the Trainer believes about that division is on the Trainer
+(``model_accepts_loss_kwargs``, ``loss_is_scaled_for_ga``).
 """
 
 from __future__ import annotations
@@ -48,9 +40,8 @@ class TrainerMeter:
 
 
 def summary(trainer: Trainer, meter: TrainerMeter | None = None) -> dict[str, Any]:
-    """A trained Trainer's log as plain data: ``step_losses``, ``grad_norms`` (before clipping),
-    ``lrs`` (per update), ``evals`` (per evaluation), ``seconds`` and ``samples_per_second`` (its
-    own train_runtime), ``updates``; plus the meter's ``micro_losses`` when given one."""
+    """A trained Trainer's log as plain data: ``step_losses``, ``grad_norms`` (before clipping), ``lrs``,
+    ``evals``, ``seconds``, ``samples_per_second``, ``updates`` (+ the meter's ``micro_losses``)."""
     logs = trainer.state.log_history
     steps = [h for h in logs if "loss" in h and "eval_loss" not in h]
     final = next(h for h in reversed(logs) if "train_runtime" in h)

@@ -1,22 +1,9 @@
 """Run an Accelerate training loop (written in a lab cell) on this rank, its communication counted.
 
-    def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
-        with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps) as local_sgd:
-            for inputs, targets in dataloader:
-                ...the guide's loop...
-
     launch(lambda: run_accelerate(guide_loop, local_sgd_steps=8, accumulation=2), world_size=2)
 
-``run_accelerate`` builds the Accelerator (``cpu=True`` on CPU, inside the rank: otherwise each
-process trains alone), the lab model, an SGD optimizer, a constant scheduler and a dataloader of
-``micro_batches`` batches per rank, prepares them, and calls the loop inside
-``lab_utils.accelerate_meter.LoopMeter(direct=True)``: from outside it counts DDP's gradient
-all-reduces and every direct collective (``LocalSGD``'s averaging and the barrier of
-``accelerator.wait_for_everyone()`` before it), and notes ``accelerator.sync_gradients`` after
-each micro-batch (each ``accelerator.accumulate`` block). It returns plain data: ``averagings``
-(micro-batch index of each parameter averaging and whether it followed an optimizer update),
-``updates``, ``barriers`` (micro-batch index of each ``barrier()``), ``events``, fingerprints
-of parameters and buffers, ``num_processes``.
+The Accelerator is built inside the rank with ``cpu=True`` on CPU: otherwise each process trains
+alone. ``LoopMeter(direct=True)`` counts DDP's all-reduces, LocalSGD's averaging and its barrier.
 """
 
 from __future__ import annotations

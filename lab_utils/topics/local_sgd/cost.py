@@ -1,26 +1,12 @@
-"""Time of a run on a network we do not have: measured compute, modelled communication, with the
-overlap model of :mod:`lab_utils.overlap` (the one every modelled time in the labs uses).
+"""Time of a run on a network we do not have: measured compute, modelled communication
+(the overlap model of :mod:`lab_utils.overlap`, which every modelled time in the labs uses).
 
-    step_s = cost.compute_per_step(runs)                                 # measured here
+    step_s = cost.compute_per_step(runs)
     t = cost.elapsed_seconds(runs["H=8"], LINKS["1GbE"], 2, step_s)    # cumulative, per step
-    t[-1]                                                                # the whole run
 
-Where each counted collective sits decides what it costs:
-
-- DDP's gradient all-reduces (source ``ddp-hook``, or any collective counted ``in_backward``,
-  such as those of PyTorch's ``post_localSGD_hook``) run *during* the backward: each bucket is
-  queued on the link as soon as the backward has produced its share of the gradient bytes
-  (:func:`~lab_utils.overlap.evenly_ready`), so part of it hides behind compute
-  (:func:`~lab_utils.overlap.backward_with_comm`). The backward is taken as ``backward_share``
-  of the measured step (2/3: a backward costs about two forwards).
-- Everything else (local SGD's parameter averaging after ``opt.step()``, Accelerate's barrier
-  before it) has no compute left to hide behind: :func:`~lab_utils.overlap.serial_seconds`.
-  A ``barrier`` is costed as an all-reduce of 0 bytes (latency only; NCCL implements it so).
-
-Each collective is costed on the group it ran on (``group_size`` when the counter recorded it);
-``link`` may map group sizes to links, e.g. ``{2: LINKS["NVLink"], 4: LINKS["10GbE"]}`` for two
-nodes of two GPUs: subgroup collectives stay inside a node, the world's cross the slow link.
-A model: every figure using it says *modelled*.
+DDP's all-reduces (``ddp-hook`` or counted ``in_backward``) partly hide behind the backward
+(``backward_share`` of the step); everything else (averaging, barriers: 0-byte all-reduces) is
+serial. ``link`` may map group sizes to links, so subgroup collectives stay inside a node.
 """
 
 from __future__ import annotations
@@ -38,9 +24,8 @@ __all__ = ["compute_per_step", "step_time", "elapsed_seconds"]
 
 
 def compute_per_step(runs: Mapping[str, Run]) -> float:
-    """Median measured seconds per step over all runs: most steps of a local-SGD run make no
-    collective, so the median is the compute of one step, and one number is fairer to every
-    method than each run's noisy own."""
+    """Median measured seconds per step over all runs: most local-SGD steps make no collective, so
+    this is one step's compute, and one number is fairer to every method than each run's own."""
     times = sorted(t for r in runs.values() for t in r.step_s)
     if not times:
         raise ValueError("no run holds step_s: pass the runs that record.gather() returned")

@@ -2,14 +2,10 @@
 from the same synchronously trained start, over 8 paired seeds, on non-IID shards.
 
     python -m lab_utils.topics.local_sgd.diloco          # the stored study (minutes), rewrites STORED_FILE
-    res = launch(diloco.grid, 2, kwargs=dict(H=16, rounds=12, warmup=32))[0]   # a smaller one, live
     diloco.load_stored()                                 # {"config": ..., "results": {"0.7/0.9": ...}}
 
-DiLoCo (Douillard et al., 2023) starts from a model trained synchronously, then runs rounds of H
-inner AdamW steps per worker and one outer Nesterov step on the averaged change. The paper: H =
-500, about 128 outer steps after a synchronous pretraining, outer lr 0.7 with momentum 0.9. The
-stored study keeps its 128 outer steps and its synchronous start with H = 32 (this task's shards
-are 32 batches long); the lab runs a smaller grid live next to it.
+The paper (Douillard et al., 2023): H = 500, ~128 outer steps, lr 0.7, momentum 0.9; the stored
+study keeps the 128 outer steps with H = 32 (this task's shards are 32 batches long).
 """
 
 from __future__ import annotations
@@ -74,9 +70,8 @@ def train_diloco(
 def grid(
     H: int, rounds: int, warmup: int, seeds: tuple[int, ...] = SEEDS, skew: float = 1.0, evals: int = 8
 ) -> dict[str, dict[str, Any]]:
-    """On each rank: every (outer lr, momentum) of ``GRID`` with ``run_seeds`` (AdamW inside, lr 1e-3),
-    keyed ``"lr/mu"``; each entry holds ``seeds``, ``final`` and ``curve`` per seed, ``rounds``
-    (steps that communicated, the synchronous start included) and ``bytes``."""
+    """On each rank: every (outer lr, momentum) of ``GRID`` through ``run_seeds`` (AdamW inside, lr
+    1e-3), keyed ``"lr/mu"``: ``final`` and ``curve`` per seed, ``rounds``, ``bytes``."""
     out = {}
     for lr, mu in GRID:
         r = run_seeds(
@@ -92,12 +87,7 @@ def grid(
             optimizer="adamw",
             lr=1e-3,
         )
-        out[f"{lr}/{mu}"] = {
-            "final": r["final"],
-            "curve": r["curve"],
-            "rounds": r["rounds"],
-            "bytes": r["comm"]["bytes"],
-        }
+        out[f"{lr}/{mu}"] = {k: r[k] for k in ("final", "curve", "rounds")} | {"bytes": r["comm"]["bytes"]}
     return out
 
 

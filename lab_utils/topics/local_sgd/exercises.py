@@ -1,9 +1,8 @@
-"""Graders of the lab's exercises: each runs the student's code and measures it against a
-reference computed here (``lab_utils.checks.grader`` prints ○ / ✓ or raises ✗ with a hint).
+"""Graders of lab 5's exercises, each against a reference computed here.
 
-    exercises.check_outer_step(outer_step)        # 1: DiLoCo's outer Nesterov step, on tensors
-    exercises.check_local_sgd(local_sgd_flat)     # 2: local SGD from scratch, on 2 real ranks
-    exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer updates, 2 ranks
+exercises.check_outer_step(outer_step)        # 1: DiLoCo's outer Nesterov step, on tensors
+exercises.check_local_sgd(local_sgd_flat)     # 2: local SGD from scratch, on 2 real ranks
+exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer updates, 2 ranks
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Figures of the local SGD lab (labs/05_local_sgd.ipynb); the slide deck shows their stored outputs.
+"""Figures of the local SGD lab; the slide deck shows their stored outputs.
 
-    figures.spread(runs["H=4"])                        # ranks drift apart, averaging rejoins them
-    figures.loss(runs, ["DDP", "H=8", "H=32"])         # held-out loss against steps
-    figures.traffic(runs, ["DDP", "H=8"])              # counted bytes per rank
-    figures.wallclock(runs, LINKS["1GbE"], 2, step_s)  # loss against (partly modelled) time
-    figures.totals(runs, LINKS, 2, step_s)             # time of the whole run against H
-    figures.schedule(results)                          # Accelerate: micro-batches, updates, averagings
-    figures.seeds_band(study, ["local H=8", "accum K=8"], per_round=8)   # loss against rounds, seeds' spread
-    figures.outer_sweep(study, "DiLoCo")               # final loss per (outer lr, momentum), min-max bars
-
-Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` (plain dicts) return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` return.
 """
 
 from __future__ import annotations
@@ -35,6 +26,10 @@ def _color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
+def _line(x, y, name: str, i: int, *, mode: str = "lines", **kw) -> go.Scatter:
+    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=_color(i)), **kw)
+
+
 def spread(run: Run, *, title: str = "") -> go.Figure:
     """How far the ranks' parameters are apart after each step (a run with ``spread=True``)."""
     drift = run.drift
@@ -42,9 +37,7 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
         raise ValueError("this run recorded no drift: run it with record.run(..., spread=True)")
     steps = list(range(len(drift)))
     synced = [s for s in run.synced_steps if s < len(drift)]
-    fig = go.Figure(
-        go.Scatter(x=steps, y=drift, mode="lines", name="largest distance to the mean", line=dict(color=_color(0)))
-    )
+    fig = go.Figure(_line(steps, drift, "largest distance to the mean", 0))
     fig.add_trace(
         go.Scatter(
             x=synced,
@@ -67,11 +60,7 @@ def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: 
     fig = go.Figure()
     for i, name in enumerate(names or list(runs)):
         curve = runs[name].eval_curve
-        fig.add_trace(
-            go.Scatter(
-                x=[s for s, _ in curve], y=[v for _, v in curve], mode="lines", name=name, line=dict(color=_color(i))
-            )
-        )
+        fig.add_trace(_line([s for s, _ in curve], [v for _, v in curve], name, i))
     return style(
         fig,
         title=_measured(title or "loss against steps (equal work per step)"),
@@ -106,16 +95,8 @@ def wallclock(
     for i, name in enumerate(names or list(runs)):
         r = runs[name]
         t = elapsed_seconds(r, link, world_size, step_seconds)
-        fig.add_trace(
-            go.Scatter(
-                x=[t[s - 1] for s, _ in r.eval_curve],
-                y=[v for _, v in r.eval_curve],
-                mode="lines+markers",
-                name=name,
-                line=dict(color=_color(i)),
-                marker=dict(size=4),
-            )
-        )
+        xs, ys = [t[s - 1] for s, _ in r.eval_curve], [v for _, v in r.eval_curve]
+        fig.add_trace(_line(xs, ys, name, i, mode="lines+markers", marker=dict(size=4)))
     style(
         fig,
         title=modelled(f"loss against time on {link.name}"),
@@ -134,7 +115,7 @@ def totals(
     fig = go.Figure()
     for i, (lname, link) in enumerate(links.items()):
         ys = [elapsed_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] for h in Hs]
-        fig.add_trace(go.Scatter(x=list(Hs), y=ys, mode="lines+markers", name=lname, line=dict(color=_color(i))))
+        fig.add_trace(_line(Hs, ys, lname, i, mode="lines+markers"))
         if "DDP" in runs:
             d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
             fig.add_trace(
@@ -169,50 +150,25 @@ def totals(
 
 
 def schedule(results: Mapping[str, dict]) -> go.Figure:
-    """One row per Accelerate run: micro-batches (grey), optimizer updates (blue), averagings
-    after an update (green) or inside an accumulation window (red); the one at x = number of
-    micro-batches is the averaging at exit."""
+    """One row per Accelerate run: micro-batches, optimizer updates, averagings after an update
+    (green) or inside a window (red); one at x = number of micro-batches is the exit averaging."""
     fig = go.Figure()
     shown: set[str] = set()
     names = list(results)
     for row, name in enumerate(names):
         r = results[name]
-        n = r["micro_batches"]
-        fig.add_trace(
-            go.Scatter(
-                x=list(range(n)),
-                y=[row] * n,
-                mode="markers",
-                showlegend=row == 0,
-                name="micro-batch",
-                marker=dict(color="lightgrey", size=8),
-            )
-        )
         ups = [i for i, f in enumerate(r["sync_flags"]) if f]
-        fig.add_trace(
-            go.Scatter(
-                x=ups,
-                y=[row] * len(ups),
-                mode="markers",
-                showlegend=row == 0,
-                name="optimizer update",
-                marker=dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3)),
-            )
-        )
-        for ok, color, label in (
-            (True, _color(2), "averaging after an update"),
-            (False, _color(3), "averaging inside a window"),
+        avg = {ok: [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok] for ok in (True, False)}
+        down = dict(size=11, symbol="triangle-down")
+        for xs, dy, label, marker in (
+            (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
+            (ups, 0, "optimizer update", dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3))),
+            (avg[True], 0.25, "averaging after an update", dict(color=_color(2), **down)),
+            (avg[False], 0.25, "averaging inside a window", dict(color=_color(3), **down)),
         ):
-            xs = [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok]
+            legend = row == 0 if dy == 0 else bool(xs) and label not in shown  # averagings: the first row that has one
             fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=[row + 0.25] * len(xs),
-                    mode="markers",
-                    name=label,
-                    showlegend=bool(xs) and label not in shown,
-                    marker=dict(color=color, size=11, symbol="triangle-down"),
-                )
+                go.Scatter(x=xs, y=[row + dy] * len(xs), mode="markers", name=label, showlegend=legend, marker=marker)
             )
             shown |= {label} if xs else set()
     style(
@@ -251,7 +207,7 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
                 showlegend=False,
             )
         )
-        fig.add_trace(go.Scatter(x=xs, y=mean, mode="lines+markers", name=name, line=dict(color=c)))
+        fig.add_trace(_line(xs, mean, name, i, mode="lines+markers"))
     n = len(next(iter(study.values()))["seeds"])
     return style(
         fig,

@@ -1,24 +1,10 @@
-"""Run a training method on this rank with everything measured from outside the method.
+"""Run a training method (a lab cell) on this rank, everything measured from outside it.
 
-A method is a plain function the lab writes in a cell; it receives the model, the optimizer,
-this rank's batches and ``log``, and calls ``log(loss)`` at the end of every step:
+    def train_local(model, opt, batches, log, H): ...   # calls log(loss) after every step
+    runs = record.gather(launch(lambda: {"H=8": record.run(train_local, steps=64, H=8)}, world_size=2))
 
-    def train_local(model, opt, batches, log, H):
-        for step, (xb, yb) in enumerate(batches):
-            ...forward, backward, opt.step()...
-            if (step + 1) % H == 0:
-                average_parameters(model)
-            log(loss)
-
-    def both():                                          # runs on every rank
-        return {"DDP": record.run(train_ddp, steps=64), "H=8": record.run(train_local, steps=64, H=8)}
-    runs = record.gather(launch(both, world_size=2))     # in the kernel: one Run per name
-    runs["H=8"].comm["bytes"], runs["H=8"].rank_params   # what was counted; every rank's parameters
-
-``run`` counts every ``torch.distributed`` collective the method makes (``log.watch(ddp)`` adds
-DDP's gradient all-reduces), and ``log`` records per step the loss, a fingerprint of the
-parameters, the held-out loss of the ranks' mean model and optionally how far the ranks have
-drifted apart. The recorder's own collectives (the mean model, the drift) are not counted.
+``run`` counts every collective the method makes (``log.watch(ddp)`` adds DDP's); the recorder's
+own collectives (the mean model's eval loss, the drift) are not counted.
 """
 
 from __future__ import annotations

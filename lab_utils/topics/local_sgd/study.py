@@ -1,23 +1,11 @@
-"""A convergence study that earns its conclusions: every configuration trained with several seeds
-at once, compared at equal communication, and verdicts only as strong as the seeds' spread.
+"""A convergence study that earns its conclusions: several seeds per configuration, compared at
+equal communication, verdicts only as strong as the seeds' spread.
 
-    def study(steps):                                     # runs on every rank (one launch)
-        return {"local H=8": study.run_seeds(train_local, steps=steps, seeds=(0, 1, 2), H=8), ...}
-    res = launch(study, world_size=2, args=(128,))[0]
-    study.verdict(res["local H=8"]["final"], res["accum K=8"]["final"])   # 'beats', 'loses' or 'ties'
-    study.paired_verdict(res["local H=8"]["final"], res["accum K=8"]["final"])  # 'beats', 'loses' or 'mixed'
-    study.sign_test(res["local H=8"]["final"], res["accum K=8"]["final"])   # SignTest(wins=7, n=8, p=0.07)
-
-``run_seeds`` trains the seeds' models *as one* (:class:`SeedStack`: their parameters stacked
-along a new first dimension, each linear layer one batched matmul), so a study of S seeds costs
-about one run, not S. Every operation of the methods is elementwise per parameter (SGD, momentum,
-AdamW, averaging, an outer Nesterov step) or per seed (the loss), so each seed should train as
-it would alone. ``tests/topics/local_sgd/test_study.py`` checks this against separate runs for one
-process with plain SGD and AdamW only; DDP, accumulation and the outer step rest on the argument.
-
-Two verdicts: seeds are *paired* (seed s gives every method the same initialisation, data and
-batch order), so ``paired_verdict`` says A beats B when A is better on every seed; ``verdict`` is
-the stronger statement, A's worst seed better than B's best (beats by more than the spread).
+``run_seeds`` trains S seeds *as one* (``SeedStack``: parameters stacked, one batched matmul per
+layer), which holds because every method's operation is elementwise per parameter or per seed;
+``tests/topics/local_sgd/test_study.py`` checks it against separate runs (SGD, AdamW, one process).
+Seeds are paired (same init, data and order per seed): ``sign_test`` counts the seeds A wins;
+``verdict`` needs A's worst seed better than B's best.
 """
 
 from __future__ import annotations
@@ -34,34 +22,17 @@ from torch import nn
 
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
+from lab_utils.flat import mean_over_ranks
 from lab_utils.topics.local_sgd import task
 
-__all__ = ["SeedStack", "run_seeds", "verdict", "paired_verdict", "spread", "SignTest", "sign_test"]
-
-
-class _GradTimes(torch.autograd.Function):
-    """Identity forward; backward multiplies by ``s`` (see SeedStack.forward)."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, s: int) -> torch.Tensor:  # noqa: D102
-        ctx.s = s
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, g: torch.Tensor):  # noqa: D102
-        return g * ctx.s, None
+__all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
 
 
 class SeedStack(nn.Module):
-    """S models of the same shape (Linear layers and elementwise activations, in order) as one
-    module: input ``[S, B, in]`` -> logits ``[S, classes, B]``, the layout ``F.cross_entropy``
-    takes with targets ``[S, B]``. That loss is the mean over all S*B samples, i.e. 1/S of the
-    sum of the seeds' own mean losses; the output passes S times the gradient back, so each
-    seed's parameters get the gradient of its own mean loss, as when trained alone.
-
-        stack = SeedStack([task.make_model(seed=s) for s in (0, 1, 2)])
-        loss = F.cross_entropy(stack(xb), yb)       # xb [3, 32, 32], yb [3, 32]
-    """
+    """S models of one shape (Linear layers, elementwise activations) as one module: ``[S, B, in]``
+    -> logits ``[S, classes, B]`` for ``F.cross_entropy`` with targets ``[S, B]``. That loss is 1/S
+    of the sum of the seeds' mean losses, so the output passes S times the gradient back: each
+    seed gets the gradient of its own mean loss, as when trained alone."""
 
     def __init__(self, models: Sequence[nn.Module]):
         super().__init__()
@@ -90,7 +61,10 @@ class SeedStack(nn.Module):
                 li += 1
             else:
                 x = act(x)
-        return _GradTimes.apply(x.transpose(1, 2), self.seeds)
+        out = x.transpose(1, 2)
+        if out.requires_grad:  # S times the gradient back (see the class docstring)
+            out.register_hook(lambda g: g * self.seeds)
+        return out
 
 
 class _Log:
@@ -117,14 +91,11 @@ class _Log:
 
 def _eval_of_mean(model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor) -> list[float]:
     with torch.no_grad():
-        params = list(model.parameters())
-        saved = [p.detach().clone() for p in params]
+        saved = [p.detach().clone() for p in model.parameters()]
         if dist.is_initialized():
-            for p in params:
-                dist.all_reduce(p.data)
-                p.data /= dist_info().world_size
+            mean_over_ranks(model.parameters())
         losses = F.cross_entropy(model(x_eval), y_eval, reduction="none").mean(1)
-        for p, v in zip(params, saved):
+        for p, v in zip(model.parameters(), saved):
             p.copy_(v)
     return [round(v, 6) for v in losses.tolist()]
 
@@ -140,10 +111,9 @@ def run_seeds(
     evals: int = 8,
     **method_kwargs: Any,
 ) -> dict[str, Any]:
-    """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` (the lab's signature)
-    with the seeds' models stacked. Returns ``final`` (each seed's held-out loss of the ranks'
-    mean model after the last step), ``curve`` (``(step, [per seed])`` at ``evals`` points),
-    ``rounds`` (steps that communicated), ``comm`` (the counter's summary) and ``events``."""
+    """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` with the seeds' models
+    stacked. Returns ``final`` and ``curve`` (held-out losses per seed, of the ranks' mean model),
+    ``rounds`` (steps that communicated), ``comm`` and ``events``."""
     if steps < 1 or not seeds or evals < 1:
         raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
     me = dist_info()
@@ -183,9 +153,8 @@ def spread(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def verdict(a: Sequence[float], b: Sequence[float]) -> str:
-    """Held-out losses of A and B over seeds (lower is better): ``'beats'`` if A's worst seed is
-    better than B's best, ``'loses'`` if B's worst is better than A's best, else ``'ties'`` (the
-    spreads overlap, so these seeds cannot tell them apart)."""
+    """Lower-is-better losses of A and B over seeds: ``'beats'`` if A's worst beats B's best,
+    ``'loses'`` the other way round, else ``'ties'`` (the spreads overlap)."""
     if not a or not b:
         raise ValueError("verdict() needs at least one value per side")
     if max(a) < min(b):
@@ -195,30 +164,10 @@ def verdict(a: Sequence[float], b: Sequence[float]) -> str:
     return "ties"
 
 
-def paired_verdict(a: Sequence[float], b: Sequence[float]) -> str:
-    """Held-out losses of A and B on the same seeds, in the same order (lower is better):
-    ``'beats'`` if A is better than B on every seed, ``'loses'`` if worse on every seed, else
-    ``'mixed'``. Seed s gives both the same initialisation, data and batch order, so a win on
-    every seed is a win on every pairing, even when the seeds' ranges overlap.
-
-        paired_verdict([1.305, 0.884, 1.266], [1.418, 1.039, 1.399])   # 'beats' (verdict(): 'ties')
-    """
-    if not a or len(a) != len(b):
-        raise ValueError(
-            f"paired_verdict() needs one value per seed on each side, in seed order: got {len(a)} and {len(b)}"
-        )
-    if all(x < y for x, y in zip(a, b)):
-        return "beats"
-    if all(x > y for x, y in zip(a, b)):
-        return "loses"
-    return "mixed"
-
-
 @dataclass(frozen=True)
 class SignTest:
-    """A paired comparison over seeds: A won ``wins`` of ``n`` seeds (ties dropped); ``p`` is the
-    two-sided sign test's p-value, the chance of a split at least this uneven if neither were
-    better (each seed a fair coin)."""
+    """A won ``wins`` of ``n`` seeds (ties dropped); ``p``: the two-sided sign test's p-value (each
+    seed a fair coin if neither were better)."""
 
     wins: int
     n: int

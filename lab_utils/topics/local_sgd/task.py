@@ -1,13 +1,6 @@
 """The lab task: the same small MLP on every rank, Gaussian blobs split into one shard per rank.
 
-    from lab_utils.topics.local_sgd import task
-    x, y, x_eval, y_eval = task.make_data(world=2)
-    model = task.make_model()                           # same seed, so the same start everywhere
-    opt = task.make_optimizer("sgd", model.parameters())
-    for xb, yb in task.rank_batches(x, y, rank, world, batch=32, steps=64): ...
-
-``skew`` controls how different the ranks' data are: 0 gives every rank the same mix of
-classes, 1 gives each rank only its own classes (where drift between ranks hurts).
+``skew``: 0 gives every rank the same mix of classes, 1 each rank only its own (drift hurts).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Graders of lab 8's exercises: each runs a small Llama-style decoder on this CPU and compares
-what it measures with the student's prediction or plan.
-
-    from lab_utils.topics.plan import exercises
-    exercises.check_weight_copies(bf16_weight_copies)   # ○ not attempted / ✓ / ✗ with a hint
-    exercises.check_cheapest_fit(cheapest_fit)
-    exercises.check_scale_down(scale_down)
+"""Graders of lab 8's exercises: a small Llama-style decoder run on this CPU, its measurement
+compared with the student's prediction or plan.
 """
 
 from __future__ import annotations

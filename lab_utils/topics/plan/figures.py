@@ -1,9 +1,4 @@
-"""Lab 8's figures: a step's parts measured against predicted; the plan per strategy.
-
-from lab_utils.topics.plan import figures
-figures.parts({"fp32 measured": anatomy, "fp32 predicted": anatomy, ...})
-figures.plan(plans, hardware)          # lab_utils.plan.report.figure, restyled
-"""
+"""Lab 8's figures: a step's parts measured against predicted; the plan per strategy."""
 
 from __future__ import annotations
 
@@ -15,34 +10,15 @@ from lab_utils.plan import Hardware, Plan
 from lab_utils.plan.report import figure as plan_figure
 from lab_utils.plots import style
 from lab_utils.stepmem import Anatomy
+from lab_utils.topics.checkpointing.figures import anatomy_bars
 
 __all__ = ["parts", "fit", "plan"]
-
-COLORS = {
-    "weights": "#1f77b4",
-    "gradients": "#9467bd",
-    "optimizer": "#8c564b",
-    "activations": "#2ca02c",
-    "temporaries": "#ff7f0e",
-}
 
 
 def parts(columns: Mapping[str, Anatomy], *, title: str = "") -> go.Figure:
     """Stacked bars in MiB, one per column, each stacking a step's five parts."""
-    fig = go.Figure()
-    names = list(columns)
-    for part, color in COLORS.items():
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=[columns[n].parts()[part] / 2**20 for n in names],
-                name=part,
-                marker_color=color,
-                hovertemplate=f"{part}: %{{y:.2f}} MiB<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="stack")
-    return style(fig, title=title, yaxis="MiB", height=440)
+    mib = {name: {k: v / 2**20 for k, v in a.parts().items()} for name, a in columns.items()}
+    return anatomy_bars(mib, title=title, digits=2)
 
 
 def fit(peaks: Mapping[bool, Sequence[tuple[int, float]]], budget: float, *, title: str = "") -> go.Figure:

@@ -1,18 +1,11 @@
-"""A scaled-down plan, run for real on this machine: a Llama-style decoder built offline from a
-``Shape``, one training step measured part by part (bf16 autocast included), and the process's
-own peak for a step run in a fresh interpreter.
+"""A scaled-down plan, run for real here: a Llama-style decoder built offline from a ``Shape``.
 
-    from lab_utils.topics.plan import measure
-    model, batch = measure.build(shape)                  # a LlamaForCausalLM with random weights
-    got = measure.step_parts(shape)                      # a stepmem.Anatomy, measured
-    measure.process_peak(shape)                          # bytes: VmHWM of a fresh process, less its start
+    got = measure.step_parts(shape)      # a stepmem.Anatomy, measured (bf16 autocast if the shape says so)
+    measure.process_peak(shape)          # bytes: VmHWM of a fresh process, less its start
 
-``step_parts`` counts as lab 1's ``measure_anatomy`` does (tensor bytes of weights, gradients
-and optimizer state; bytes autograd saves over one micro-batch's forward; the CPU allocator's
-peak over the whole step less those), with the forward under ``torch.autocast`` when the shape
-says bf16. ``process_peak`` needs none of torch's meters: a child process started with
-``MALLOC_MMAP_THRESHOLD_=65536`` (so freed tensors go back to the kernel) resets its peak
-(``/proc/self/clear_refs``) after a first step and reads ``VmHWM`` after a second; Linux only.
+``process_peak`` needs no torch meter: a child with ``MALLOC_MMAP_THRESHOLD_=65536`` (freed
+tensors go back to the kernel) resets its peak via ``/proc/self/clear_refs`` after a first step
+and reads ``VmHWM`` after a second; Linux only.
 """
 
 from __future__ import annotations
@@ -24,13 +17,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 
 import torch
 from torch import nn
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy, Shape
+from lab_utils.topics.checkpointing.step_memory import measure_anatomy, stepper
 
 __all__ = ["build", "step_parts", "process_peak"]
 
@@ -71,57 +65,27 @@ def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=momentum, foreach=shape.foreach)
 
 
-def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor], opt: torch.optim.Optimizer):
-    device = next(model.parameters()).device.type
-    k = shape.accumulation
-    m = shape.micro_batch
-    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(k)]
+def _cast(shape: Shape, model: nn.Module) -> Callable[[], contextlib.AbstractContextManager]:
+    if shape.precision != "bf16":
+        return contextlib.nullcontext
+    return lambda: torch.autocast(next(model.parameters()).device.type, dtype=torch.bfloat16)
 
-    def forward(mb):
-        bf16 = shape.precision == "bf16"
-        cast = torch.autocast(device, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-        with cast:
-            return model(**mb).loss
 
-    def step() -> None:
-        for mb in micro:
-            (forward(mb) / k).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=False)
-
-    return micro, forward, step
+def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor]) -> Callable[[], None]:
+    opt = _optimizer(shape, model)
+    return stepper(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))[2]
 
 
 def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
-    """One step of a model of ``shape``, measured part by part (after a first step, not measured,
-    that allocates gradients and the optimizer's state). The peak is the CPU profiler's on a CPU
-    and ``torch.cuda.max_memory_allocated`` on ``device="cuda"``."""
+    """One step of a model of ``shape`` measured part by part (``measure_anatomy``, bf16 autocast if
+    the shape says so): the CPU profiler's peak, or CUDA's with ``device="cuda"``."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
     model, batch = build(shape, seed=seed)
     model.to(device)
     batch = {k: v.to(device) for k, v in batch.items()}
-    model.train()
     opt = _optimizer(shape, model)
-    micro, forward, step = _stepper(shape, model, batch, opt)
-    step()
-    params = [p for p in model.parameters() if p.requires_grad]
-    with SavedTensorMeter(model, exclude=[v for mb in micro for v in mb.values()] + list(batch.values())) as meter:
-        loss = forward(micro[0])
-    del loss
-    if device.startswith("cuda"):
-        with CudaPeak(device) as peak:
-            step()
-        top = peak.bytes
-    else:
-        top = cpu_peak(step)
-    return Anatomy(
-        weights=tensor_bytes(params),
-        gradients=tensor_bytes(p.grad for p in params),
-        optimizer=tensor_bytes(v for st in opt.state.values() for v in st.values()),
-        activations=meter.total_bytes,
-        temporaries=top - meter.total_bytes,
-    )
+    return measure_anatomy(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))
 
 
 def _vm(field: str) -> int:
@@ -142,14 +106,13 @@ def _child(shape_json: str) -> None:
     tiny = dataclasses.replace(shape, layers=1, hidden=8 * g, heads=g, kv_heads=1,
                                ffn=32, vocab=32, seq=8, batch=shape.accumulation)  # fmt: skip
     model, batch = build(tiny)
-    _stepper(tiny, model, batch, _optimizer(tiny, model))[2]()
+    _stepper(tiny, model, batch)()
     del model, batch
     gc.collect()
     before = _vm("VmRSS")
     model, batch = build(shape)
     model.train()
-    opt = _optimizer(shape, model)
-    _, _, step = _stepper(shape, model, batch, opt)
+    step = _stepper(shape, model, batch)
     step()
     start = _vm("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
@@ -159,10 +122,9 @@ def _child(shape_json: str) -> None:
 
 
 def process_peak(shape: Shape, *, timeout_s: float = 600) -> dict[str, int]:
-    """Run one step of ``shape`` in a fresh Python and read its peak resident memory (Linux).
-    Returns ``before`` (the process before the model existed), ``start`` (after a first step:
-    weights, gradients, optimizer state) and ``hwm`` (the peak of the measured step), in bytes;
-    ``hwm - before`` is what the calculator's ``peak`` predicts."""
+    """One step of ``shape`` in a fresh Python, its peak resident memory (Linux), in bytes:
+    ``before`` (no model yet), ``start`` (after a first step) and ``hwm``; ``hwm - before`` is
+    what the calculator's ``peak`` predicts."""
     if not os.path.exists("/proc/self/clear_refs"):
         raise RuntimeError("process_peak: needs Linux's /proc/self/clear_refs and VmHWM")
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536")

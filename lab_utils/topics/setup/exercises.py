@@ -1,10 +1,5 @@
-"""Graders of lab 0's exercises: three rank functions the student writes, run on real ranks.
-
-    from lab_utils.topics.setup import exercises
-    exercises.check_mean(mean_across_ranks)      # ○ not attempted / ✓ / ✗ with a hint
-
-Each grader launches the student's function on 3 real processes (gloo) with inputs that
-differ per rank, and compares what every rank returned with what the collective must give.
+"""Graders of lab 0's exercises: the student's rank function on 3 real processes (gloo), inputs
+differing per rank, every rank's result compared with what the collective must give.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from lab_utils.topics.accumulation.losses import count_tokens
 from lab_utils.topics.hf import guards, mechanics
 
 
@@ -18,7 +19,7 @@ def test_backward_divides_by_accumulation_steps():
 def test_uneven_window_pads_labels_with_ignore_index():
     parts = mechanics.uneven_window(4, per_micro=2, seed=0)
     assert len({p["input_ids"].shape[1] for p in parts}) == 1  # one width: they form a big batch
-    tokens = [mechanics.target_tokens(p) for p in parts]
+    tokens = [count_tokens(p) for p in parts]
     assert min(tokens) * 4 < max(tokens)  # very uneven on purpose
     for p in parts:
         assert ((p["attention_mask"] == 0) == (p["labels"] == -100)).all()

@@ -60,19 +60,6 @@ def test_run_seeds_errors():
         study.run_seeds(lambda model, opt, batches, log: None, steps=2)
 
 
-def test_paired_verdict_compares_seed_by_seed():
-    # ranges overlap (verdict says 'ties') but A is better on every seed: paired, A beats B
-    a, b = [1.305, 0.884, 1.266], [1.418, 1.039, 1.399]
-    assert study.verdict(a, b) == "ties"
-    assert study.paired_verdict(a, b) == "beats"
-    assert study.paired_verdict(b, a) == "loses"
-    # the same values with the seeds shuffled on one side are not a win on every seed
-    assert study.paired_verdict(a, [1.039, 1.418, 1.399]) == "mixed"
-    assert study.paired_verdict([1.0, 2.0], [1.0, 3.0]) == "mixed"  # a tie on one seed is not a win
-    with pytest.raises(ValueError, match="one value per seed"):
-        study.paired_verdict([1.0, 2.0], [1.0])
-
-
 def test_sign_test_counts_wins_and_gives_the_binomial_p():
     assert study.sign_test([1, 1, 1, 1, 1, 1, 1, 1], [2] * 8) == study.SignTest(8, 8, 2 / 256)
     t = study.sign_test([1, 1, 1, 1, 1, 1, 1, 3], [2] * 8)
