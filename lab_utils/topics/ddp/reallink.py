@@ -315,7 +315,8 @@ def table(result: Result) -> str:
     for s in result.savings:
         lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
                      f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
-    lines += ["", breakdown.table(result.points)]
+    if any(p.measured_terms is not None for p in result.points):
+        lines += ["", breakdown.table(result.points)]
     for label, attr in (("model", "error"), ("model + contention", "contended_error")):
         errs = [abs(getattr(p, attr)) for p in result.points]
         within = sum(e <= 0.10 for e in errs)

@@ -68,10 +68,6 @@ class Update:
         return {"wall_s": wall, "forward_s": fwd, "backward_s": bwd, "wait_s": wait, "comm_wait_s": comm_wait,
                 "optimizer_s": opt, "other_s": wall - fwd - bwd - wait - opt}  # fmt: skip
 
-    def allreduce_s(self) -> list[float]:
-        """Each bucket all-reduce's seconds from hand-over to end, in bucket order."""
-        return [e - s for m in self.micros for s, e in m.allreduces]
-
 
 class UpdateStamps:
     """DDP comm-hook state and hooks that stamp every update between ``begin`` and ``end``."""
