@@ -19,6 +19,10 @@ An update's wall clock then splits into terms that add up exactly: ``forward`` a
 forward or the optimizer step: the exposed communication plus DDP copying the buckets back),
 ``optimizer`` and ``other`` (zero_grad and everything else of the update). ``comm_wait`` is the
 part of ``wait`` when an all-reduce was still on the wire.
+
+The stamps are not free: a comm hook written in Python sits in every bucket's path. On loopback
+(2 gloo ranks, lab 3's model, micro-batches of 1024, K = 4: 20 all-reduces) a stamped update took
+93-96 ms against 91 ms with DDP's built-in all-reduce, 3-5 % or about 0.2 ms per bucket.
 """
 
 from __future__ import annotations
