@@ -19,6 +19,10 @@ Modules (each loaded on first use, so ranks import only what they need):
 - ``sweep``: stamped micro-steps, the overlap model on modelled links, and a demo on an emulated link, per K;
 - ``reallink``: the same model against a real shaped link (network namespaces, veth, tc tbf; root),
   with the contention measured; ``make validate-link`` writes the table the lab shows;
+- ``stamps``: ``UpdateStamps``, a comm hook and hooks that stamp where one real update's time
+  goes (compute, each bucket's all-reduce, the optimizer step); ``breakdown`` splits the
+  real-link validation's updates into those terms, measured and modelled;
+- ``viewmem``: what ``gradient_as_bucket_view=True`` saves, counted by the allocator in one update;
 - ``script_exercise``: the last exercise, the student's own DDP script run under ``torchrun``;
 - ``settings``: DDP's settings measured (first buckets, unused-parameter search, gradients as
   bucket views, compression hooks, the buffer broadcast of ``require_forward_param_sync``);
@@ -30,6 +34,7 @@ Modules (each loaded on first use, so ranks import only what they need):
 from lab_utils.topics import lazy
 
 __all__ = [
+    "breakdown",
     "buckets",
     "calculator",
     "emulate",
@@ -39,7 +44,9 @@ __all__ = [
     "reducer",
     "script_exercise",
     "settings",
+    "stamps",
     "sweep",
+    "viewmem",
     "workload",
 ]
 

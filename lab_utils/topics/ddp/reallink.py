@@ -11,13 +11,18 @@ What it does, all in one run (a few minutes at most; every step bounded in time)
 2. starts one rank in each namespace; on the unshaped veth they stamp a typical micro-step of lab
    3's model (``sweep.measure``: forward, backward, each bucket's ready time);
 3. for each of ``rounds`` (one all-reduce round of the gradients = that many backwards), each rank
-   shapes its own end to the rate that gives it, then calibrates the link from a tiny and a bulk
-   all-reduce on it (latency, bandwidth), measures the contention (a backward timed alone and
-   beside a running bulk all-reduce, and that all-reduce alone and beside the backward), and times
-   ``repeats`` updates of the naive and ``no_sync`` loops at every K, alternating;
+   shapes its own end to the rate that gives it, then calibrates the link on its own, with no
+   training running: a tiny and a bulk all-reduce give latency and bandwidth, and a round of the
+   real buckets' all-reduces (launched back to back, as DDP does) the latency each bucket really
+   pays; it measures the contention (a backward timed alone and beside rounds of the real
+   buckets' all-reduces, and such a round alone and beside the backward), and times ``repeats``
+   updates of the naive and ``no_sync`` loops at every K, alternating, each update stamped
+   (``stamps.UpdateStamps``: forward, backward, each bucket's all-reduce, the optimizer step);
 4. compares the measured time per update and the saving (median of the repeats, with their
    spread) with the overlap model fed the stamps of step 2 and the calibrated link, without and
-   with the measured contention (``overlap.Contention``).
+   with the measured contention (``overlap.Contention``), and splits each point's median update
+   into terms, measured (both ranks' stamps) and modelled (``breakdown``), so that a miss names
+   the term the model got wrong.
 
 Traffic goes only between the veth addresses of the namespaces it made. The ranks run
 ``reallink_rank`` inside the namespaces.
@@ -38,6 +43,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from lab_utils.topics.ddp import breakdown
+from lab_utils.topics.ddp.breakdown import Terms
 
 __all__ = ["Config", "Point", "Result", "unavailable", "run", "table", "load", "STORED"]
 
@@ -85,6 +93,8 @@ class Point:
     q3_s: float
     model_s: float
     contended_s: float
+    measured_terms: Terms | None = None  # the median repeat split into terms (``breakdown``)
+    model_terms: Terms | None = None  # the model with contention, in the same terms
 
     @property
     def error(self) -> float:
@@ -117,8 +127,12 @@ class Result:
 def load(path: str | os.PathLike = STORED) -> Result:
     """A stored validation (``python -m lab_utils.topics.ddp.reallink --out PATH`` writes one)."""
     raw = json.loads(Path(path).read_text())
-    raw["points"] = [Point(**p) for p in raw["points"]]
+    raw["points"] = [Point(**_terms(p)) for p in raw["points"]]
     return Result(**raw)
+
+
+def _terms(p: dict) -> dict:
+    return {k: Terms(**v) if k.endswith("_terms") and v is not None else v for k, v in p.items()}
 
 
 def unavailable() -> str | None:
@@ -214,7 +228,11 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
     models = {"naive": naive_update, "no_sync": no_sync_update}
     points, savings, links = [], [], []
     for i, lk in enumerate(r0["links"]):
-        link = Link(f"tbf {lk['rate_mbit']:.0f} Mbit/s", lk["alpha_s"], lk["beta_Bps"])
+        # Latency per bucket from a round of the real buckets on the idle link (a tiny message
+        # alone understates what each mid-sized all-reduce pays); never below the tiny one's.
+        sizes = [b.nbytes for b in stamped.buckets]
+        per_bucket = (lk["round_s"] - sum(sizes) / lk["beta_Bps"]) / (2 * len(sizes)) if "round_s" in lk else 0.0
+        link = Link(f"tbf {lk['rate_mbit']:.0f} Mbit/s", max(lk["alpha_s"], per_bucket), lk["beta_Bps"])
         cont = Contention(*(statistics.mean(r["links"][i]["contention"][j] for r in ranks) for j in (0, 1)))
         # The machine's speed drifts (other programs): the stamps are rescaled to the compute-only
         # updates timed beside this link's runs (no communication, so no link in them).
@@ -223,7 +241,8 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
                     for r in ranks)  # fmt: skip
         scale = local / sum(k * (stamped.forward_s + stamped.backward_s) + opt for k in config.ks)
         micro = _scaled(stamped, scale)
-        links.append(dict({key: v for key, v in lk.items() if key != "walls"}, contention=[cont.compute, cont.comm],
+        links.append(dict({key: v for key, v in lk.items() if key not in ("walls", "stamps")},
+                          contention=[cont.compute, cont.comm], bucket_alpha_s=link.latency_s,
                           compute_scale=scale))  # fmt: skip
         for k in config.ks:
             walls = {name: lk["walls"][str(k)][name] for name in models}
@@ -231,8 +250,11 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
                 q = statistics.quantiles(walls[name], n=4) if len(walls[name]) > 1 else [walls[name][0]] * 3
                 plain = fn(micro, k, link, 2, optimizer_s=opt)
                 contended = fn(micro, k, link, 2, optimizer_s=opt, contention=cont)
+                mid = sorted(range(len(walls[name])), key=walls[name].__getitem__)[len(walls[name]) // 2]
+                pair = [breakdown.update(r["links"][i]["stamps"][str(k)][name][mid]) for r in ranks]
+                terms = breakdown.modelled(micro, k, name, link, optimizer_s=opt, contention=cont)
                 points.append(Point(lk["rate_mbit"], k, name, statistics.median(walls[name]), q[0], q[2], plain,
-                                    contended))  # fmt: skip
+                                    contended, breakdown.measured(*pair), terms))  # fmt: skip
             pairs = [a - b for a, b in zip(walls["naive"], walls["no_sync"])]
             savings.append({
                 "rate_mbit": lk["rate_mbit"], "k": k, "measured_s": statistics.median(pairs),
@@ -274,10 +296,13 @@ def table(result: Result) -> str:
              f"micro-step: forward {1e3 * result.micro['forward_s']:.1f} ms, backward "
              f"{1e3 * result.micro['backward_s']:.1f} ms, {result.micro['buckets']} buckets, "
              f"{result.micro['grad_bytes'] / 2**20:.2f} MiB of gradients", "",
-             f"{'tbf Mbit/s':>10}{'calibrated Mbit/s':>19}{'latency us':>12}{'contention compute':>20}{'comm':>7}"
+             f"{'tbf Mbit/s':>10}{'calibrated Mbit/s':>19}{'latency us: tiny':>18}{'per bucket':>11}"
+             f"{'contention compute':>20}{'comm':>7}"
              f"{'compute now / stamped':>23}"]  # fmt: skip
     for lk in result.links:
-        lines.append(f"{lk['rate_mbit']:>10.0f}{8 * lk['beta_Bps'] / 1e6:>19.0f}{1e6 * lk['alpha_s']:>12.0f}"
+        per_bucket = f"{1e6 * lk['bucket_alpha_s']:>11.0f}" if "bucket_alpha_s" in lk else f"{'-':>11}"
+        lines.append(f"{lk['rate_mbit']:>10.0f}{8 * lk['beta_Bps'] / 1e6:>19.0f}{1e6 * lk['alpha_s']:>18.0f}"
+                     f"{per_bucket}"
                      f"{100 * lk['contention'][0]:>19.0f}%{100 * lk['contention'][1]:>6.0f}%"
                      f"{lk['compute_scale']:>23.2f}")  # fmt: skip
     lines += ["", f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured ms (q1-q3)':>22}{'model':>8}{'error':>7}"
@@ -290,6 +315,8 @@ def table(result: Result) -> str:
     for s in result.savings:
         lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
                      f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
+    if any(p.measured_terms is not None for p in result.points):
+        lines += ["", breakdown.table(result.points)]
     for label, attr in (("model", "error"), ("model + contention", "contended_error")):
         errs = [abs(getattr(p, attr)) for p in result.points]
         within = sum(e <= 0.10 for e in errs)

@@ -4,7 +4,7 @@
 
 It reads ``WORKDIR/config.json``, stamps the typical micro-step on the unshaped veth, then for
 each link speed shapes its own end (tc tbf), calibrates the link, measures the contention and
-times the loops, and writes ``WORKDIR/rank<r>.json``.
+times the loops (every update stamped), and writes ``WORKDIR/rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ def main(work: str) -> None:
 
     from lab_utils.data import micro_batches
     from lab_utils.topics.ddp import sweep, workload
+    from lab_utils.topics.ddp.stamps import UpdateStamps
 
     raw = json.loads(Path(work, "config.json").read_text())
     cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
@@ -44,9 +46,11 @@ def main(work: str) -> None:
     loopback.pop("emulated")
     bwd = torch.tensor([statistics.median(s["backward_s"] for s in loopback["loopback"])], dtype=torch.float64)
     dist.all_reduce(bwd, op=dist.ReduceOp.MAX)
-    grad_bytes = sum(n for _, n in loopback["loopback"][0]["buckets"])
+    sizes = [n for _, n in loopback["loopback"][0]["buckets"]]
+    grad_bytes = sum(sizes)
     ddp = workload.wrap(workload.model(setup), cfg.bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
+    rec = UpdateStamps().attach(ddp, opt)
     kmax = max(cfg.ks)
     x, y = workload.dataset(kmax * 2 * setup.micro_batch, setup)
     mbs = micro_batches(x, y, k=kmax, rank=rank, world_size=2)
@@ -56,19 +60,25 @@ def main(work: str) -> None:
         _shape(os.environ["GLOO_SOCKET_IFNAME"], rate_Bps)
         dist.barrier()
         alpha, beta, bulk_s = _calibrate(grad_bytes)
-        contention = _contention(ddp.module, mbs[0], grad_bytes, bulk_s)
+        round_s = _round(sizes)
+        contention = _contention(ddp.module, mbs[0], sizes, round_s)
         _naive(ddp, opt, mbs[:1])  # warm-up on this link
         walls: dict[str, dict[str, list[float]]] = {}
+        stamps: dict[str, dict[str, list[dict]]] = {}  # every update's stamps (stamps.Update)
         for k in cfg.ks:
             walls[str(k)] = {name: [] for name in loops}
+            stamps[str(k)] = {name: [] for name in loops}
             for _ in range(cfg.repeats):
                 for name, update in loops.items():  # alternating, so a slow spell hits both loops
                     dist.barrier()
-                    t0 = time.perf_counter()
+                    rec.begin()
                     update(ddp, opt, mbs[:k])
-                    walls[str(k)][name].append(time.perf_counter() - t0)
+                    stamped = rec.end()
+                    walls[str(k)][name].append(stamped.end - stamped.begin)
+                    stamps[str(k)][name].append(asdict(stamped))
+            rec.updates.clear()
         links.append({"rate_mbit": 8 * rate_Bps / 1e6, "alpha_s": alpha, "beta_Bps": beta, "bulk_s": bulk_s,
-                      "contention": contention, "walls": walls})  # fmt: skip
+                      "round_s": round_s, "contention": contention, "walls": walls, "stamps": stamps})  # fmt: skip
     Path(work, f"rank{rank}.json").write_text(json.dumps({"loopback": loopback, "links": links}))
     del ddp, opt
     dist.barrier()
@@ -110,9 +120,36 @@ def _calibrate(nbytes: int, tiny_reps: int = 21, bulk_reps: int = 5) -> tuple[fl
     return t_tiny / 2, nbytes / max(t_bulk - t_tiny, 1e-9), t_bulk
 
 
-def _contention(module, batch, nbytes: int, bulk_s: float, reps: int = 7) -> list[float]:
-    """[compute, comm] slowdowns: a forward + backward timed alone and while a bulk all-reduce
-    runs in another thread (both ranks), and that all-reduce alone (``bulk_s``) and beside it."""
+def _rounds(bufs: list) -> float:
+    """Seconds of one round of all-reduces of ``bufs``, launched back to back and asynchronously
+    as DDP launches its buckets."""
+    import torch.distributed as dist
+
+    t0 = time.perf_counter()
+    for w in [dist.all_reduce(b, async_op=True) for b in bufs]:
+        w.wait()
+    return time.perf_counter() - t0
+
+
+def _round(sizes: list[int], reps: int = 7) -> float:
+    """Seconds of one round of the real buckets' all-reduces on the idle link (no compute)."""
+    import torch
+    import torch.distributed as dist
+
+    bufs = [torch.zeros(n // 4) for n in sizes]
+
+    def once() -> float:
+        dist.barrier()
+        return _rounds(bufs)
+
+    once()
+    return statistics.median(once() for _ in range(reps))
+
+
+def _contention(module, batch, sizes: list[int], round_s: float, reps: int = 7) -> list[float]:
+    """[compute, comm] slowdowns: a forward + backward timed alone and while rounds of the real
+    buckets' all-reduces run in another thread (both ranks), and such a round alone
+    (``round_s``) and beside the compute."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -126,12 +163,12 @@ def _contention(module, batch, nbytes: int, bulk_s: float, reps: int = 7) -> lis
 
     compute()
     alone = statistics.median(compute() for _ in range(reps))
-    n = torch.tensor([max(3.0, reps * alone / bulk_s)])
+    n = torch.tensor([max(3.0, reps * alone / round_s)])
     dist.all_reduce(n, op=dist.ReduceOp.MAX)
     comm: list[float] = []
-    buf = torch.zeros(nbytes // 4)
+    bufs = [torch.zeros(s // 4) for s in sizes]
     dist.barrier()
-    thread = threading.Thread(target=lambda: comm.extend(_timed_allreduce(buf) for _ in range(int(n.item()))))
+    thread = threading.Thread(target=lambda: comm.extend(_rounds(bufs) for _ in range(int(n.item()))))
     thread.start()
     beside = []
     while thread.is_alive():
@@ -141,7 +178,7 @@ def _contention(module, batch, nbytes: int, bulk_s: float, reps: int = 7) -> lis
     thread.join()
     module.zero_grad(set_to_none=True)
     slow_compute = statistics.median(beside) / alone - 1 if beside else 0.0
-    return [max(0.0, slow_compute), max(0.0, statistics.median(comm[:-1] or comm) / bulk_s - 1)]
+    return [max(0.0, slow_compute), max(0.0, statistics.median(comm[:-1] or comm) / round_s - 1)]
 
 
 def _compute_only(ddp, opt, micro_batches) -> None:

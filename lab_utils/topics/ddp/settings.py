@@ -7,6 +7,7 @@ gradients as bucket views, compression hooks and the buffer broadcast behind
     got = launch(settings.measure, 2)[0]
     got["buckets"]["find_unused_parameters=True"]   # all-reduces of backward 1, 2, 3
     got["bucket_view"]                               # gradient bytes held outside DDP's buckets
+    got["step_memory"]                               # (off, on): one update's allocator bytes
     got["hooks"]["PowerSGD rank 1"]                  # bytes per update, distance to plain all-reduce
     got["buffers"]                                   # which forwards broadcast rank 0's buffers
 
@@ -32,6 +33,7 @@ from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
+from lab_utils.topics.ddp import viewmem
 from lab_utils.topics.ddp.reducer import quiet_profile
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, wrap
 
@@ -207,6 +209,7 @@ def measure(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> dict[str, Any]:
         "buckets": first_buckets(cap_mb, setup=setup),
         "search_us": search_cost(setup=setup),
         "bucket_view": bucket_view(setup),
+        "step_memory": viewmem.measure(setup, cap_mb),
         "hooks": hooks(setup=setup),
         "buffers": buffers(),
         "param_bytes": sum(p.numel() * p.element_size() for p in model(setup).parameters()),

@@ -8,10 +8,13 @@ need fixed ones to measure the instruments against)."""
 from __future__ import annotations
 
 import pytest
+import torch
 import torch.nn.functional as F
 
 from lab_utils import launch
+from lab_utils.data import micro_batches
 from lab_utils.topics.ddp import buckets, reducer, settings, sweep, workload
+from lab_utils.topics.ddp.stamps import UpdateStamps
 
 # A small model whose sizes are easy to add up by hand:
 # Linear(8, 64): 2048 + 256 B; 2 x Linear(64, 64): 16384 + 256 B each; Linear(64, 1): 256 + 4 B.
@@ -54,6 +57,22 @@ def forward_outside(ddp, opt, micro):
 LOOPS = {"naive": naive, "no_sync": no_sync, "forward_outside": forward_outside}
 
 
+def _stamped(k: int) -> list:
+    """A naive and a no_sync update of SMALL, stamped (``UpdateStamps``) after one warm-up."""
+    ddp = workload.wrap(workload.model(SMALL), CAP)
+    opt = torch.optim.SGD(ddp.parameters(), lr=SMALL.lr)
+    rec = UpdateStamps().attach(ddp, opt)
+    x, y = workload.dataset(2 * k * SMALL.micro_batch, SMALL)
+    mbs = micro_batches(x, y, k=k, rank=torch.distributed.get_rank(), world_size=2)
+    naive(ddp, opt, mbs)  # the bucket rebuild happens after the first backward
+    for loop in (naive, no_sync):
+        rec.begin()
+        loop(ddp, opt, mbs)
+        rec.end()
+    del ddp, opt
+    return rec.updates
+
+
 def _all(k: int, updates: int) -> dict:
     return {
         "loops": {name: workload.train(fn, k, updates=updates, setup=SMALL) for name, fn in LOOPS.items()},
@@ -63,6 +82,7 @@ def _all(k: int, updates: int) -> dict:
             {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(20,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
         ),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),
+        "stamps": _stamped(k),
     }
 
 

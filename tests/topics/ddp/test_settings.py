@@ -28,6 +28,15 @@ def test_gradients_as_bucket_views(runs):
     assert view["gradient_as_bucket_view=True"]["bucket_buffers"] == PARAM_BYTES  # measured in the hook
 
 
+def test_bucket_views_save_one_gradient_copy_counted_by_the_allocator(runs):
+    for rank in runs:  # bytes asked of the allocator: the same step gives the same count
+        off, on = rank["settings"]["step_memory"]
+        assert (off.gradient_as_bucket_view, on.gradient_as_bucket_view) == (False, True)
+        assert off.grad_bytes == on.grad_bytes == PARAM_BYTES
+        assert off.kept_bytes == PARAM_BYTES and on.kept_bytes == 0  # the .grad tensors, or views into buckets
+        assert off.peak_bytes - PARAM_BYTES <= on.peak_bytes <= off.peak_bytes
+
+
 def test_compression_hooks(runs):
     hooks = runs[0]["settings"]["hooks"]
     assert hooks["all-reduce (float32)"]["bytes_per_update"] == [PARAM_BYTES] * 4

@@ -1,0 +1,95 @@
+"""What ``gradient_as_bucket_view=True`` saves, measured by the allocator in a real DDP step.
+
+    from lab_utils import launch
+    from lab_utils.topics.ddp import viewmem
+    off, on = launch(viewmem.measure, 2)[0]
+    off.peak_bytes - on.peak_bytes       # about one copy of the gradients (off.grad_bytes)
+
+Each rank builds the lab's DDP model with the flag off, then on, runs two updates (so DDP has
+rebuilt its buckets), sets the gradients to None (``zero_grad()``'s default) and measures one more
+update: forward, backward (with its all-reduces), optimizer step. The allocator counts: on CPU the
+profiler's record of every allocation and free torch's CPU allocator made (``memory.cpu_peak``'s
+running sum), on a GPU ``torch.cuda.max_memory_allocated``. Bytes asked of the allocator, not the
+process's resident memory, so the same step gives the same number every time.
+
+With the flag off, the backward allocates a ``.grad`` for every parameter and DDP copies it into
+its bucket (the buckets exist from the start); with it on, each ``.grad`` is a view into its
+bucket and nothing is allocated for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from lab_utils.env import dist_info
+from lab_utils.memory import CudaPeak, _quiet_native_output
+from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, param_bytes, wrap
+
+__all__ = ["StepMemory", "step_memory", "measure"]
+
+
+@dataclass(frozen=True)
+class StepMemory:
+    """One measured update: the allocator's peak above the level at its start, the bytes still
+    allocated after it (the gradients it leaves), and the parameters' bytes (one gradient copy)."""
+
+    gradient_as_bucket_view: bool
+    device: str
+    peak_bytes: int
+    kept_bytes: int
+    grad_bytes: int
+
+
+def _cpu_step(fn) -> tuple[int, int]:
+    """Peak and final level of torch's CPU allocations during ``fn()`` (profiler memory events)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_native_output():
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            fn()
+    events = sorted(
+        (
+            e
+            for e in prof.profiler.kineto_results.events()
+            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+        ),
+        key=lambda e: e.start_ns(),
+    )
+    live = peak = 0
+    for e in events:
+        live += e.nbytes()
+        peak = max(peak, live)
+    return peak, live
+
+
+def step_memory(flag: bool, setup: Setup = DEFAULT, cap_mb: float = 0.25) -> StepMemory:
+    """On this rank: one DDP update's allocator peak with ``gradient_as_bucket_view=flag``."""
+    info = dist_info()
+    ddp = wrap(model(setup), cap_mb, gradient_as_bucket_view=flag)
+    opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
+    x, y = (t.to(info.device) for t in dataset(setup.micro_batch, setup))
+
+    def update() -> None:
+        F.mse_loss(ddp(x), y).backward()
+        opt.step()
+
+    for _ in range(2):  # DDP rebuilds its buckets after the first backward
+        opt.zero_grad()
+        update()
+    opt.zero_grad()  # set_to_none: the measured update starts with no gradients
+    if info.device.type == "cuda":
+        base = torch.cuda.memory_allocated(info.device)
+        with CudaPeak(info.device) as cuda:
+            update()
+        peak, kept = cuda.bytes, torch.cuda.memory_allocated(info.device) - base
+    else:
+        peak, kept = _cpu_step(update)
+    return StepMemory(flag, info.device.type, int(peak), int(kept), sum(param_bytes(ddp.module)))
+
+
+def measure(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> tuple[StepMemory, StepMemory]:
+    """The flag off, then on (call on every rank)."""
+    return step_memory(False, setup, cap_mb), step_memory(True, setup, cap_mb)
