@@ -219,12 +219,12 @@ def run(config: Config = Config(), *, log=print) -> Result:
 
 
 def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
-    from lab_utils.overlap import Contention, naive_update, no_sync_update
+    from lab_utils.overlap import Bucket, Contention, MicroStep, naive_update, no_sync_update
     from lab_utils.simnet import Link
-    from lab_utils.topics.ddp.sweep import micro_step
 
     r0 = ranks[0]
-    stamped, opt = micro_step(r0["loopback"]), r0["loopback"]["optimizer_step_s"]
+    m, opt = r0["micro"], r0["optimizer_s"]
+    stamped = MicroStep(m["forward_s"], m["backward_s"], [Bucket(**b) for b in m["buckets"]])
     models = {"naive": naive_update, "no_sync": no_sync_update}
     points, savings, links = [], [], []
     for i, lk in enumerate(r0["links"]):

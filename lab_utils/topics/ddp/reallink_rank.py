@@ -41,12 +41,11 @@ def main(work: str) -> None:
                             timeout=timedelta(seconds=cfg.timeout_s))  # fmt: skip
     setup = workload.Setup(width=cfg.width, depth=cfg.depth, micro_batch=cfg.micro_batch)
     loops = {"naive": _naive, "no_sync": _no_sync, "compute": _compute_only}
-    loopback = sweep.measure({"naive": _naive}, ks=(8,), rounds=(), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb,
-                             setup=setup)  # fmt: skip
-    loopback.pop("emulated")
-    bwd = torch.tensor([statistics.median(s["backward_s"] for s in loopback["loopback"])], dtype=torch.float64)
+    loopback = sweep.measure({"naive": _naive}, ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
+    micro = sweep.micro_step(loopback)
+    bwd = torch.tensor([micro.backward_s], dtype=torch.float64)  # the slowest rank's median backward
     dist.all_reduce(bwd, op=dist.ReduceOp.MAX)
-    sizes = [n for _, n in loopback["loopback"][0]["buckets"]]
+    sizes = [int(b.nbytes) for b in micro.buckets]
     grad_bytes = sum(sizes)
     ddp = workload.wrap(workload.model(setup), cfg.bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
@@ -79,7 +78,8 @@ def main(work: str) -> None:
             rec.updates.clear()
         links.append({"rate_mbit": 8 * rate_Bps / 1e6, "alpha_s": alpha, "beta_Bps": beta, "bulk_s": bulk_s,
                       "round_s": round_s, "contention": contention, "walls": walls, "stamps": stamps})  # fmt: skip
-    Path(work, f"rank{rank}.json").write_text(json.dumps({"loopback": loopback, "links": links}))
+    out = {"micro": asdict(micro), "optimizer_s": loopback.optimizer_step_s, "links": links}
+    Path(work, f"rank{rank}.json").write_text(json.dumps(out))
     del ddp, opt
     dist.barrier()
     dist.destroy_process_group()
