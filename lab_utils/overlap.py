@@ -121,11 +121,6 @@ class OverlapStep:
         """Communication the backward did not hide: what the step waits beyond its compute."""
         return self.end_s - self.backward_s
 
-    @property
-    def hidden_s(self) -> float:
-        """Communication that ran while the backward was still computing."""
-        return self.comm_s - self.exposed_s
-
 
 def _check(world_size: int, k: int = 1) -> None:
     if not (isinstance(world_size, int) and world_size >= 1):
