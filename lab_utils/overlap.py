@@ -1,38 +1,21 @@
 """Communication that overlaps the backward: when a step really ends on a modelled link.
 
-DDP does not wait for the whole backward before it talks. A bucket's all-reduce starts as soon
-as every gradient in it is ready, while autograd goes on computing the earlier layers; the step
-ends when both the backward and the last transfer have ended. So on a fast link most of the
-communication hides behind compute and skipping it (``no_sync``) saves little; on a slow link the
-transfers queue up behind each other and the saving approaches one full round per micro-step.
-
-    from lab_utils.overlap import Bucket, MicroStep, backward_with_comm, naive_update, no_sync_update
-    from lab_utils.simnet import LINKS
     micro = MicroStep(forward_s=0.010, backward_s=0.020,
                       buckets=[Bucket(ready_s=0.008, nbytes=25e6), Bucket(ready_s=0.020, nbytes=20e6)])
     backward_with_comm(micro.buckets, micro.backward_s, LINKS["10GbE"], world_size=8).exposed_s
     naive_update(micro, 4, LINKS["10GbE"], world_size=8, optimizer_s=0.002)     # seconds per update
     no_sync_update(micro, 4, LINKS["10GbE"], world_size=8, optimizer_s=0.002)
 
-The model (one link per rank, transfers one at a time in the order their buckets became ready):
+A bucket's all-reduce starts once its gradients are ready, while the backward goes on; transfers
+go one at a time in ready order (``cost`` is ``simnet.collective_seconds``, alpha-beta):
 
     start_i = max(ready_i, end_{i-1})            end_i = start_i + cost(op_i, n_i, p, link)
     step    = max(backward_s, end_last)          # then the optimizer, which needs every gradient
 
-``cost`` is :func:`lab_utils.simnet.collective_seconds` (alpha-beta; a ring all-reduce costs
-``2 (p-1) alpha + 2 (p-1)/p n / beta``, so more ranks cost more latency). Ready times come from
-the real ranks (a comm hook stamps them, see lab 3) or, for a job you only describe, from
-:func:`evenly_ready` (gradients appear in proportion to bytes as the backward runs). Everything
-here is a model: figures built on it say *modelled*, and lab 3 validates it against a real
-shaped link between two network namespaces (``lab_utils.topics.ddp.reallink``).
-
-Overlap is not free. While a transfer is on the wire the backward shares the machine with it (on
-CPU, gloo's threads take cores from the backward; on a GPU, NCCL's kernels take SMs and memory
-bandwidth), and the transfer shares it with the backward. :class:`Contention` holds both
-slowdowns, measured by a microbenchmark on the machine (compute timed alone and beside a running
-all-reduce, and the reverse). Passed as ``contention=``, compute that overlaps a transfer runs
-``1 + compute`` times slower and a transfer that overlaps compute ``1 + comm`` times slower; the
-default (none) gives exactly the model above.
+A model: figures built on it say *modelled*; lab 3 validates it on a real shaped link
+(``topics.ddp.reallink``). Overlap is not free: the backward and a transfer share the machine, and
+``Contention`` (measured, not guessed) slows overlapping compute by ``1 + compute`` and
+overlapping transfers by ``1 + comm``; the default (none) is the model above.
 """
 
 from __future__ import annotations
@@ -138,11 +121,6 @@ class OverlapStep:
         """Communication the backward did not hide: what the step waits beyond its compute."""
         return self.end_s - self.backward_s
 
-    @property
-    def hidden_s(self) -> float:
-        """Communication that ran while the backward was still computing."""
-        return self.comm_s - self.exposed_s
-
 
 def _check(world_size: int, k: int = 1) -> None:
     if not (isinstance(world_size, int) and world_size >= 1):
@@ -237,7 +215,7 @@ def naive_update(
     contention: Contention | None = None,
 ) -> float:
     """Seconds per update when every one of ``k`` micro-steps all-reduces (overlapped)."""
-    return k * _synced_micro_step(micro, link, world_size, k, contention) + optimizer_s
+    return _update(micro, k, k, link, world_size, optimizer_s, contention)
 
 
 def no_sync_update(
@@ -250,15 +228,15 @@ def no_sync_update(
     contention: Contention | None = None,
 ) -> float:
     """Seconds per update when ``k - 1`` micro-steps run under ``no_sync`` and the last one all-reduces."""
-    last = _synced_micro_step(micro, link, world_size, k, contention)
-    return (k - 1) * (micro.forward_s + micro.backward_s) + last + optimizer_s
+    return _update(micro, k, 1, link, world_size, optimizer_s, contention)
 
 
-def _synced_micro_step(micro: MicroStep, link: Link, world_size: int, k: int, contention: Contention | None) -> float:
-    """Forward, then the backward with its buckets' all-reduces overlapped: one synchronised micro-step."""
+def _update(micro: MicroStep, k: int, synced: int, link: Link, world_size: int, optimizer_s: float,
+            contention: Contention | None) -> float:  # fmt: skip
+    """``synced`` of ``k`` micro-steps all-reduce, overlapped with their backward; the rest only compute."""
     _check(world_size, k)
     step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size, contention=contention)
-    return micro.forward_s + step.end_s
+    return synced * (micro.forward_s + step.end_s) + (k - synced) * (micro.forward_s + micro.backward_s) + optimizer_s
 
 
 def serial_seconds(ops: Sequence[tuple[str, float]], link: Link, world_size: int) -> float:

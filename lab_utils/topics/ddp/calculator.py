@@ -15,6 +15,7 @@ buckets, ready evenly as the backward runs (``overlap.evenly_ready``), the backw
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets
@@ -22,13 +23,26 @@ import ipywidgets
 from lab_utils.overlap import MicroStep, backward_with_comm, evenly_ready, naive_update, no_sync_update
 from lab_utils.simnet import LINKS, Link
 
-__all__ = ["ASSUMPTIONS", "micro_step", "per_update", "break_even_gbit", "widget"]
+__all__ = ["ASSUMPTIONS", "Cost", "micro_step", "per_update", "break_even_gbit", "widget"]
 
 ASSUMPTIONS = (
     "Assumed: float32 gradients in 25 MiB buckets (no smaller first bucket: DDP's real first bucket is "
     "1 MiB), ready evenly through the backward; the backward is 2/3 of a micro-step, the forward 1/3; "
     "a ring all-reduce per bucket; the optimizer step not counted. Modelled, not measured."
 )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Seconds per update of the naive loop and of ``no_sync``, the saving (a fraction of the
+    naive time), one round's communication and the part of it the backward cannot hide."""
+
+    naive_s: float
+    no_sync_s: float
+    saving: float
+    round_s: float
+    exposed_s: float
+    buckets: int
 
 
 def micro_step(
@@ -55,21 +69,13 @@ def per_update(
     *,
     optimizer_s: float = 0.0,
     **job: Any,
-) -> dict[str, float]:
-    """Seconds per update of the naive loop and of ``no_sync``, the saving (a fraction of the
-    naive time), one round's communication and the part of it the backward cannot hide."""
+) -> Cost:
+    """What one update of the job costs on ``link``, naive and with ``no_sync`` (``Cost``)."""
     micro = micro_step(params, micro_step_s, **job)
     step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size)
     naive = naive_update(micro, k, link, world_size, optimizer_s=optimizer_s)
     quiet = no_sync_update(micro, k, link, world_size, optimizer_s=optimizer_s)
-    return {
-        "naive_s": naive,
-        "no_sync_s": quiet,
-        "saving": (naive - quiet) / naive,
-        "round_s": step.comm_s,
-        "exposed_s": step.exposed_s,
-        "buckets": len(micro.buckets),
-    }
+    return Cost(naive, quiet, (naive - quiet) / naive, step.comm_s, step.exposed_s, len(micro.buckets))
 
 
 def break_even_gbit(
@@ -83,7 +89,7 @@ def break_even_gbit(
 
     def saving(gbit: float) -> float:
         link = Link.from_gbit("job", gbit, latency_s * 1e6)
-        return per_update(params, world_size, link, micro_step_s, k, **job)["saving"]
+        return per_update(params, world_size, link, micro_step_s, k, **job).saving
 
     lo, hi = 1e-4, 1e6  # Gbit/s
     if saving(hi) >= below:
@@ -102,10 +108,10 @@ def _report(params: float, world: int, link: Link, micro_s: float, k: int) -> st
     where = "never (latency alone)" if math.isinf(gbit) else f"{gbit:.3g} Gbit/s"
     return (
         f"<b>{params:.3g} parameters, {world} ranks, {link.name}, micro-step {1e3 * micro_s:.3g} ms, K = {k}</b>"
-        f" (modelled: overlap model)<br>naive: {1e3 * got['naive_s']:.4g} ms per update; "
-        f"no_sync: {1e3 * got['no_sync_s']:.4g} ms; saving {100 * got['saving']:.1f} %<br>"
-        f"one all-reduce round: {1e3 * got['round_s']:.3g} ms in {got['buckets']} buckets, of which the "
-        f"backward cannot hide {1e3 * got['exposed_s']:.3g} ms<br>no_sync saves under 5 % above: {where}"
+        f" (modelled: overlap model)<br>naive: {1e3 * got.naive_s:.4g} ms per update; "
+        f"no_sync: {1e3 * got.no_sync_s:.4g} ms; saving {100 * got.saving:.1f} %<br>"
+        f"one all-reduce round: {1e3 * got.round_s:.3g} ms in {got.buckets} buckets, of which the "
+        f"backward cannot hide {1e3 * got.exposed_s:.3g} ms<br>no_sync saves under 5 % above: {where}"
     )
 
 

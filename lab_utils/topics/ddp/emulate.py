@@ -1,39 +1,19 @@
 """An emulated link on real ranks: DDP's buckets wait on a slow "wire" without blocking the backward.
 
-    from lab_utils.simnet import LINKS
-    from lab_utils.topics.ddp.emulate import LinkHook
     hook = LinkHook(LINKS["1GbE"]).attach(ddp)     # call on every rank, before the first backward
     loss.backward()                                 # returns once the emulated link has delivered
     hook.steps[-1]                                  # stamps of that backward (seconds from its start)
     hook.close()
 
-``attach`` installs three things from outside the training loop:
+The comm hook stamps each bucket's ready time and queues it for this rank's link thread, which
+starts the real all-reduce and completes the bucket's future at start + the link's cost
+(``simnet.collective_seconds``), so the wall clock includes the link exactly as
+``lab_utils.overlap`` models it. ``link=None`` forwards each bucket at once: ready times, no delay.
 
-* a comm hook that does **not** block the backward: it stamps the time the bucket became ready
-  (seconds since the backward began) and queues the bucket for this rank's link thread;
-* one link thread per rank, a serial queue: a transfer starts once the previous one has ended and
-  every rank has the bucket. The comm hook posts each ready time on a board in shared memory (the
-  ranks of one machine share the monotonic clock), so the link learns the latest one without a
-  collective. At the start the real all-reduce is launched (asynchronously: the data moves while
-  the link's time runs), and the bucket's future is completed at start + the link's cost
-  (``simnet.collective_seconds``: a ring all-reduce costs 2(p-1) alpha + 2(p-1)/p n/beta), or
-  when the real all-reduce ends if that is later. So the wall clock of the step includes the
-  link exactly as ``lab_utils.overlap`` models it;
-* stamps of each micro-step: forward start, backward start (a gradient hook on the output) and
-  backward compute end (an autograd callback that runs before DDP waits for its buckets).
-
-With ``link=None`` the hook forwards each bucket at once (loopback only), so the same instrument
-records ready times without adding any delay. Everything is real except the link's cost.
-
-Why a board and not a collective to agree on the start: on two cores the backward keeps both
-cores busy, and a collective needs every rank's link thread scheduled at once; a tiny all-reduce
-then took up to 10 ms, longer than a fast link's whole transfer, and the emulated link ran slower
-than the link it emulates. Reading shared memory needs no other process to run. (The ranks must
-therefore be on one machine; ``attach`` says so otherwise.)
-
-On a GPU the host runs ahead of the kernels, so a clock read alone would stamp launch times: when
-the model lives on CUDA every stamp first waits for the device (``torch.cuda.synchronize``). That
-costs the overlap a little (the host cannot queue work ahead), so GPU stamps are an upper bound.
+Traps it avoids: ranks agree on a transfer's start through a board in shared memory, not a
+collective (on two busy cores a tiny all-reduce took up to 10 ms, slower than the link it
+emulates), so the ranks must share one machine; on CUDA every stamp first synchronises (else it
+stamps kernel launches), which makes GPU stamps an upper bound.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import LINKS, Link
-from lab_utils.topics.ddp.sweep import update_seconds
+from lab_utils.topics.ddp.sweep import Row, Sweep, update_seconds
 from lab_utils.topics.ddp.workload import UpdateRun
 from lab_utils.widgets import show_figure
 
@@ -125,7 +125,7 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
     return fig.update_layout(margin=dict(t=60, b=120), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
 
 
-def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, preset: str = "10GbE") -> ipywidgets.VBox:
+def explorer(measured: Sweep, world_size: int | None = None, *, preset: str = "10GbE") -> ipywidgets.VBox:
     """A widget: pick a preset link or move the bandwidth (Gbit/s) and latency (us) sliders; the
     figure below is ``time_per_update`` for that link, recomputed from the measured sweep."""
     if preset not in LINKS:
@@ -167,15 +167,15 @@ def explorer(measured: Mapping[str, Any], world_size: int | None = None, *, pres
     return ipywidgets.VBox([ipywidgets.HBox([drop, bw, lat]), out])
 
 
-def validation(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> go.Figure:
+def validation(rows: Sequence[Row], *, title: str = "") -> go.Figure:
     """One panel per emulated link: measured seconds per update (markers) against the overlap
     model (line) and the old sum (dotted), for each loop, against K (``sweep.validation`` rows)."""
-    links = list(dict.fromkeys(r["link"] for r in rows))
+    links = list(dict.fromkeys(r.link for r in rows))
     fig = make_subplots(rows=1, cols=len(links), subplot_titles=links)
     for c, link in enumerate(links, start=1):
-        for i, loop in enumerate(dict.fromkeys(r["loop"] for r in rows)):
-            mine = [r for r in rows if r["link"] == link and r["loop"] == loop]
-            ks, color, first = [r["k"] for r in mine], _color(loop, i), c == 1
+        for i, loop in enumerate(dict.fromkeys(r.loop for r in rows)):
+            mine = [r for r in rows if r.link == link and r.loop == loop]
+            ks, color, first = [r.k for r in mine], _color(loop, i), c == 1
             for key, name, line in (
                 ("measured_s", "measured (emulated link)", dict(width=0)),
                 ("model_s", "overlap model", dict(color=color)),
@@ -183,13 +183,13 @@ def validation(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> go.Figu
             ):
                 mode = "markers" if key == "measured_s" else "lines"
                 fig.add_trace(
-                    go.Scatter(x=ks, y=[r[key] for r in mine], name=f"{loop}: {name}", mode=mode, line=line,
+                    go.Scatter(x=ks, y=[getattr(r, key) for r in mine], name=f"{loop}: {name}", mode=mode, line=line,
                                marker=dict(color=color, size=10), legendgroup=f"{loop}{key}", showlegend=first),
                     1, c,
                 )  # fmt: skip
-        fig.update_xaxes(type="log", tickvals=sorted({r["k"] for r in rows}), title_text="K", row=1, col=c)
-    errors = sorted(abs(r["error"]) for r in rows)
-    old = sorted(abs(r["old_sum_error"]) for r in rows)
+        fig.update_xaxes(type="log", tickvals=sorted({r.k for r in rows}), title_text="K", row=1, col=c)
+    errors = sorted(abs(r.error) for r in rows)
+    old = sorted(abs(r.old_sum_error) for r in rows)
     typical, worst = errors[len(errors) // 2], errors[-1]
     t = title or (
         f"Emulated link on 2 real ranks, each point the median repeat vs the models fed its stamps:<br>"

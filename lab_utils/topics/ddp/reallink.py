@@ -1,31 +1,14 @@
-"""The overlap model against a real slow link: two network namespaces joined by a veth pair, each
-end shaped with ``tc qdisc ... tbf``, one gloo rank in each (root only: for instructors and CI).
+"""The overlap model against a real slow link: one gloo rank in each of two network namespaces
+joined by a veth pair shaped with tc tbf (``netns``; root only: for instructors and CI).
 
     sudo make validate-link                               # or, as root:
     python -m lab_utils.topics.ddp.reallink --out lab_utils/topics/ddp/real_link.json
 
-What it does, all in one run (a few minutes at most; every step bounded in time):
-
-1. makes two namespaces and a veth pair with names unique to this process, and removes them on
-   every exit path (``finally``, SIGTERM and SIGINT included);
-2. starts one rank in each namespace; on the unshaped veth they stamp a typical micro-step of lab
-   3's model (``sweep.measure``: forward, backward, each bucket's ready time);
-3. for each of ``rounds`` (one all-reduce round of the gradients = that many backwards), each rank
-   shapes its own end to the rate that gives it, then calibrates the link on its own, with no
-   training running: a tiny and a bulk all-reduce give latency and bandwidth, and a round of the
-   real buckets' all-reduces (launched back to back, as DDP does) the latency each bucket really
-   pays; it measures the contention (a backward timed alone and beside rounds of the real
-   buckets' all-reduces, and such a round alone and beside the backward), and times ``repeats``
-   updates of the naive and ``no_sync`` loops at every K, alternating, each update stamped
-   (``stamps.UpdateStamps``: forward, backward, each bucket's all-reduce, the optimizer step);
-4. compares the measured time per update and the saving (median of the repeats, with their
-   spread) with the overlap model fed the stamps of step 2 and the calibrated link, without and
-   with the measured contention (``overlap.Contention``), and splits each point's median update
-   into terms, measured (both ranks' stamps) and modelled (``breakdown``), so that a miss names
-   the term the model got wrong.
-
-Traffic goes only between the veth addresses of the namespaces it made. The ranks run
-``reallink_rank`` inside the namespaces.
+The ranks (``reallink_rank``) stamp a typical micro-step on the unshaped veth, then per link
+speed calibrate the link, measure the contention and time the naive and ``no_sync`` loops,
+stamping every update. Here the times are compared with the overlap model, without and with the
+contention, and each point's median update is split into terms (``breakdown``) so that a miss
+names the term the model got wrong. Every step is bounded in time.
 """
 
 from __future__ import annotations
@@ -33,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
@@ -46,14 +28,13 @@ from pathlib import Path
 
 from lab_utils.topics.ddp import breakdown
 from lab_utils.topics.ddp.breakdown import Terms
+from lab_utils.topics.ddp.netns import Namespaces, unavailable
 
 __all__ = ["Config", "Point", "Result", "unavailable", "run", "table", "load", "STORED"]
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
 
-_ADDR = ("10.203.0.1", "10.203.0.2")
-_PORT = 29617
 _RANK_MODULE = "lab_utils.topics.ddp.reallink_rank"
 
 
@@ -135,65 +116,13 @@ def _terms(p: dict) -> dict:
     return {k: Terms(**v) if k.endswith("_terms") and v is not None else v for k, v in p.items()}
 
 
-def unavailable() -> str | None:
-    """Why the real link cannot be built here (None when it can)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "the real link needs root (network namespaces and tc); run it as root, e.g. sudo make validate-link"
-    missing = [tool for tool in ("ip", "tc") if shutil.which(tool) is None]
-    if missing:
-        return f"the real link needs {' and '.join(missing)} (iproute2) on PATH"
-    return None
-
-
-class _Namespaces:
-    """Two namespaces joined by a veth pair, named after this process; removed on exit."""
-
-    def __init__(self) -> None:
-        tag = f"l3v{os.getpid()}"
-        self.ns = (f"{tag}a", f"{tag}b")
-        self.iface = (f"{tag}a", f"{tag}b")  # one per namespace (a name is local to it)
-
-    def __enter__(self) -> _Namespaces:
-        self._old = {s: signal.signal(s, _raise_exit) for s in (signal.SIGTERM, signal.SIGHUP)}
-        try:
-            for ns in self.ns:
-                _ip("netns", "add", ns)
-            _ip("link", "add", self.iface[0], "type", "veth", "peer", "name", self.iface[1])
-            for ns, iface, addr in zip(self.ns, self.iface, _ADDR):
-                _ip("link", "set", iface, "netns", ns)
-                _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", iface)
-                _ip("-n", ns, "link", "set", iface, "up")
-                _ip("-n", ns, "link", "set", "lo", "up")
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for ns in self.ns:  # deleting a namespace deletes its end of the veth, and so the pair
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
-        subprocess.run(["ip", "link", "del", self.iface[0]], capture_output=True, timeout=30)
-        for s, old in self._old.items():
-            signal.signal(s, old)
-
-
-def _raise_exit(signum: int, _frame: object) -> None:
-    raise SystemExit(f"stopped by signal {signum}")
-
-
-def _ip(*args: str) -> None:
-    got = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if got.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {got.stderr.strip()}")
-
-
 def run(config: Config = Config(), *, log=print) -> Result:
     """Build the link, run both ranks on it, tear it down, and compare with the model."""
     reason = unavailable()
     if reason:
         raise RuntimeError(reason)
     load_before = Path("/proc/loadavg").read_text().strip()
-    with tempfile.TemporaryDirectory(prefix="real-link-") as work, _Namespaces() as net:
+    with tempfile.TemporaryDirectory(prefix="real-link-") as work, Namespaces() as net:
         Path(work, "config.json").write_text(json.dumps(asdict(config)))
         procs = []
         try:
@@ -219,12 +148,12 @@ def run(config: Config = Config(), *, log=print) -> Result:
 
 
 def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
-    from lab_utils.overlap import Contention, naive_update, no_sync_update
+    from lab_utils.overlap import Bucket, Contention, MicroStep, naive_update, no_sync_update
     from lab_utils.simnet import Link
-    from lab_utils.topics.ddp.sweep import micro_step
 
     r0 = ranks[0]
-    stamped, opt = micro_step(r0["loopback"]), r0["loopback"]["optimizer_step_s"]
+    m, opt = r0["micro"], r0["optimizer_s"]
+    stamped = MicroStep(m["forward_s"], m["backward_s"], [Bucket(**b) for b in m["buckets"]])
     models = {"naive": naive_update, "no_sync": no_sync_update}
     points, savings, links = [], [], []
     for i, lk in enumerate(r0["links"]):

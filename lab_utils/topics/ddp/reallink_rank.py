@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,8 @@ from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
-from lab_utils.topics.ddp.reallink import _ADDR, _PORT, Config
+from lab_utils.topics.ddp.netns import ADDR, PORT, shape
+from lab_utils.topics.ddp.reallink import Config
 
 __all__ = ["main"]
 
@@ -37,16 +37,15 @@ def main(work: str) -> None:
     cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
     rank = int(os.environ["RANK"])
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://{_ADDR[0]}:{_PORT}", rank=rank, world_size=2,
+    dist.init_process_group("gloo", init_method=f"tcp://{ADDR[0]}:{PORT}", rank=rank, world_size=2,
                             timeout=timedelta(seconds=cfg.timeout_s))  # fmt: skip
     setup = workload.Setup(width=cfg.width, depth=cfg.depth, micro_batch=cfg.micro_batch)
     loops = {"naive": _naive, "no_sync": _no_sync, "compute": _compute_only}
-    loopback = sweep.measure({"naive": _naive}, ks=(8,), rounds=(), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb,
-                             setup=setup)  # fmt: skip
-    loopback.pop("emulated")
-    bwd = torch.tensor([statistics.median(s["backward_s"] for s in loopback["loopback"])], dtype=torch.float64)
+    loopback = sweep.measure({"naive": _naive}, ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
+    micro = sweep.micro_step(loopback)
+    bwd = torch.tensor([micro.backward_s], dtype=torch.float64)  # the slowest rank's median backward
     dist.all_reduce(bwd, op=dist.ReduceOp.MAX)
-    sizes = [n for _, n in loopback["loopback"][0]["buckets"]]
+    sizes = [int(b.nbytes) for b in micro.buckets]
     grad_bytes = sum(sizes)
     ddp = workload.wrap(workload.model(setup), cfg.bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4)
@@ -57,7 +56,7 @@ def main(work: str) -> None:
     links = []
     for r in cfg.rounds:
         rate_Bps = grad_bytes / (r * bwd.item())  # a 2-rank ring moves each byte once per rank
-        _shape(os.environ["GLOO_SOCKET_IFNAME"], rate_Bps)
+        shape(os.environ["GLOO_SOCKET_IFNAME"], rate_Bps)
         dist.barrier()
         alpha, beta, bulk_s = _calibrate(grad_bytes)
         round_s = _round(sizes)
@@ -79,20 +78,11 @@ def main(work: str) -> None:
             rec.updates.clear()
         links.append({"rate_mbit": 8 * rate_Bps / 1e6, "alpha_s": alpha, "beta_Bps": beta, "bulk_s": bulk_s,
                       "round_s": round_s, "contention": contention, "walls": walls, "stamps": stamps})  # fmt: skip
-    Path(work, f"rank{rank}.json").write_text(json.dumps({"loopback": loopback, "links": links}))
+    out = {"micro": asdict(micro), "optimizer_s": loopback.optimizer_step_s, "links": links}
+    Path(work, f"rank{rank}.json").write_text(json.dumps(out))
     del ddp, opt
     dist.barrier()
     dist.destroy_process_group()
-
-
-def _shape(iface: str, rate_Bps: float) -> None:
-    """Limit this namespace's end of the veth to ``rate_Bps`` (tbf; a burst of about 1 ms)."""
-    burst = max(16384, int(rate_Bps * 1e-3))
-    cmd = ["tc", "qdisc", "replace", "dev", iface, "root", "tbf", "rate", f"{int(8 * rate_Bps)}bit",
-           "burst", str(burst), "latency", "2s"]  # fmt: skip
-    got = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    if got.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {got.stderr.strip()}")
 
 
 def _timed_allreduce(t) -> float:

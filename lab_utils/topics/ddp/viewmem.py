@@ -1,20 +1,12 @@
 """What ``gradient_as_bucket_view=True`` saves, measured by the allocator in a real DDP step.
 
-    from lab_utils import launch
-    from lab_utils.topics.ddp import viewmem
     off, on = launch(viewmem.measure, 2)[0]
     off.peak_bytes - on.peak_bytes       # about one copy of the gradients (off.grad_bytes)
 
-Each rank builds the lab's DDP model with the flag off, then on, runs two updates (so DDP has
-rebuilt its buckets), sets the gradients to None (``zero_grad()``'s default) and measures one more
-update: forward, backward (with its all-reduces), optimizer step. The allocator counts: on CPU the
-profiler's record of every allocation and free torch's CPU allocator made (``memory.cpu_peak``'s
-running sum), on a GPU ``torch.cuda.max_memory_allocated``. Bytes asked of the allocator, not the
-process's resident memory, so the same step gives the same number every time.
-
-With the flag off, the backward allocates a ``.grad`` for every parameter and DDP copies it into
-its bucket (the buckets exist from the start); with it on, each ``.grad`` is a view into its
-bucket and nothing is allocated for it.
+One update after two (so DDP has rebuilt its buckets), from gradients set to None. Allocator
+bytes (the profiler's allocation events on CPU, ``max_memory_allocated`` on a GPU), not resident
+memory, so the same step gives the same number every time. Off, the backward allocates every
+``.grad`` and DDP copies it into its bucket; on, each ``.grad`` is a view into its bucket.
 """
 
 from __future__ import annotations

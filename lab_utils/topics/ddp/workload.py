@@ -31,7 +31,6 @@ from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.timing import Timer
 
 __all__ = [
     "Setup",
@@ -96,17 +95,15 @@ def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any)
 @dataclass(frozen=True)
 class UpdateRun:
     """What ``train`` measured on one rank: per update the all-reduces and bytes the comm hook
-    counted and the seconds, the bucket sizes of the last update, the parameters' bytes, the final
-    parameters' fingerprint and (``return_params``) the parameters, flat float64 on the CPU."""
+    counted, the parameters' bytes, the final parameters' fingerprint and (``return_params``) the
+    parameters, flat float64 on the CPU."""
 
     k: int
     world_size: int
     backend: str
     collectives_per_update: list[int]
     bytes_per_update: list[int]
-    bucket_bytes_last_update: list[int]
     param_bytes: int
-    seconds_per_update: list[float]
     fingerprint: str
     params: torch.Tensor | None = None
 
@@ -132,13 +129,10 @@ def train(
     opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
     big = k * info.world_size * setup.micro_batch  # one update of all ranks: the reference's batch
     x, y = dataset(updates * big, setup)
-    seconds = []
     for xu, yu in zip(x.split(big), y.split(big)):
         mbs = data.micro_batches(xu, yu, k=k, rank=info.rank, world_size=info.world_size)
         mbs = [(a.to(info.device), b.to(info.device)) for a, b in mbs]
-        with Timer() as t:
-            update(ddp, opt, mbs)
-        seconds.append(t.seconds)
+        update(ddp, opt, mbs)
         counter.mark_step()
     per_step = counter.summary()["per_step"]
     out = UpdateRun(
@@ -147,9 +141,7 @@ def train(
         backend=info.backend,
         collectives_per_update=[p["collectives"] for p in per_step],
         bytes_per_update=[p["bytes"] for p in per_step],
-        bucket_bytes_last_update=[e.nbytes for e in counter.events if e.step == updates - 1],
         param_bytes=sum(param_bytes(ddp.module)),
-        seconds_per_update=seconds,
         fingerprint=fingerprint(ddp.module),
         params=flat(ddp.module, dtype=torch.float64) if return_params else None,
     )

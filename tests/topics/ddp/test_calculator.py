@@ -19,17 +19,17 @@ def test_per_update_by_hand():
     assert [b.nbytes for b in micro.buckets] == [25 * 2**20] * 2 and micro.backward_s == pytest.approx(0.2)
     got = calculator.per_update(params, 2, LINK, 0.3, 4)
     one = 25 * 2**20 / 1e9  # a 2-rank ring all-reduce moves n bytes per rank
-    assert got["round_s"] == pytest.approx(2 * one) and got["exposed_s"] == pytest.approx(one)
-    assert got["naive_s"] == pytest.approx(4 * (0.3 + one))
-    assert got["no_sync_s"] == pytest.approx(4 * 0.3 + one)
-    assert got["saving"] == pytest.approx(3 * one / (4 * (0.3 + one)))
+    assert got.round_s == pytest.approx(2 * one) and got.exposed_s == pytest.approx(one)
+    assert got.naive_s == pytest.approx(4 * (0.3 + one))
+    assert got.no_sync_s == pytest.approx(4 * 0.3 + one)
+    assert got.saving == pytest.approx(3 * one / (4 * (0.3 + one)))
 
 
 def test_break_even():
     job = dict(params=50 * 2**20 / 4, world_size=2, micro_step_s=0.3, k=4)
     gbit = calculator.break_even_gbit(latency_s=0.0, **job)
-    assert calculator.per_update(link=Link.from_gbit("x", gbit, 0), **job)["saving"] == pytest.approx(0.05, abs=1e-6)
-    assert calculator.per_update(link=Link.from_gbit("x", gbit / 2, 0), **job)["saving"] > 0.05
+    assert calculator.per_update(link=Link.from_gbit("x", gbit, 0), **job).saving == pytest.approx(0.05, abs=1e-6)
+    assert calculator.per_update(link=Link.from_gbit("x", gbit / 2, 0), **job).saving > 0.05
     assert calculator.break_even_gbit(latency_s=1.0, **job) == math.inf  # latency alone costs over 5 %
     assert calculator.break_even_gbit(latency_s=0.0, **{**job, "k": 1}) == 0.0
 

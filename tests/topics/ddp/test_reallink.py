@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from lab_utils.topics.ddp import reallink
+from lab_utils.topics.ddp import netns, reallink
 
 REASON = reallink.unavailable()
 
@@ -36,7 +36,7 @@ def test_bad_config_is_refused():
 
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
 def test_namespaces_are_removed_when_the_body_fails():
-    with pytest.raises(KeyError), reallink._Namespaces():
+    with pytest.raises(KeyError), netns.Namespaces():
         assert len(_ours()) == 2
         raise KeyError("the run failed")
     assert _ours() == []
