@@ -32,6 +32,7 @@ __all__ = [
     "SavedTensorMeter",
     "CudaPeak",
     "cpu_peak",
+    "cpu_levels",
     "MemoryReport",
     "measure_step",
     "note_saved",
@@ -214,12 +215,12 @@ def _quiet_native_output():
             os.close(fd)
 
 
-def cpu_peak(fn: Callable[[], object]) -> int:
-    """Run ``fn()`` under the profiler and return the peak of CPU bytes allocated by torch above
-    the starting level (a running sum of the profiler's allocation/free events). Slower than the
-    meter (the first call pays ~1-2 s of profiler start-up), so use it once per strategy. The
-    profiler's own log lines are silenced, and so is anything ``fn`` writes straight to file
-    descriptors 1 and 2 (Python prints inside a notebook still show)."""
+def cpu_levels(fn: Callable[[], object]) -> tuple[int, int]:
+    """Run ``fn()`` under the profiler and return the (peak, final) level of CPU bytes allocated
+    by torch above the starting level (a running sum of the profiler's allocation/free events).
+    Slower than the meter (the first call pays ~1-2 s of profiler start-up), so use it once per
+    strategy. The profiler's own log lines are silenced, and so is anything ``fn`` writes straight
+    to file descriptors 1 and 2 (Python prints inside a notebook still show)."""
     with _quiet_native_output():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
@@ -235,7 +236,12 @@ def cpu_peak(fn: Callable[[], object]) -> int:
     for e in events:
         live += e.nbytes()
         peak = max(peak, live)
-    return peak
+    return peak, live
+
+
+def cpu_peak(fn: Callable[[], object]) -> int:
+    """The peak of ``cpu_levels(fn)``: torch's CPU bytes allocated above the starting level."""
+    return cpu_levels(fn)[0]
 
 
 @dataclass

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, measure_step, note_saved
+from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_levels, cpu_peak, measure_step, note_saved
 from lab_utils.models import mlp
 from tests.topics.checkpointing.chains import forward_every_block, forward_selective
 
@@ -114,6 +114,8 @@ def test_cpu_peak_sees_a_known_allocation():
     n = 1 << 18
     keep = []
     assert cpu_peak(lambda: keep.append(torch.empty(n))) == n * F32
+    # the final level: what fn left allocated (a temporary counts in the peak only)
+    assert cpu_levels(lambda: keep.append(torch.empty(n) + torch.empty(n))) == (3 * n * F32, n * F32)
     # a step's peak holds at least what the forward saved for backward
     model, x = chain()
     rep = measure_step(model, lambda: model(x).sum(), profile_cpu=True)

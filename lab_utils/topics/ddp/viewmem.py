@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils.env import dist_info
-from lab_utils.memory import CudaPeak, _quiet_native_output
+from lab_utils.memory import CudaPeak, cpu_levels
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, param_bytes, wrap
 
 __all__ = ["StepMemory", "step_memory", "measure"]
@@ -33,28 +33,6 @@ class StepMemory:
     peak_bytes: int
     kept_bytes: int
     grad_bytes: int
-
-
-def _cpu_step(fn) -> tuple[int, int]:
-    """Peak and final level of torch's CPU allocations during ``fn()`` (profiler memory events)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with _quiet_native_output():
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-            fn()
-    events = sorted(
-        (
-            e
-            for e in prof.profiler.kineto_results.events()
-            if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
-        ),
-        key=lambda e: e.start_ns(),
-    )
-    live = peak = 0
-    for e in events:
-        live += e.nbytes()
-        peak = max(peak, live)
-    return peak, live
 
 
 def step_memory(flag: bool, setup: Setup = DEFAULT, cap_mb: float = 0.25) -> StepMemory:
@@ -78,7 +56,7 @@ def step_memory(flag: bool, setup: Setup = DEFAULT, cap_mb: float = 0.25) -> Ste
             update()
         peak, kept = cuda.bytes, torch.cuda.memory_allocated(info.device) - base
     else:
-        peak, kept = _cpu_step(update)
+        peak, kept = cpu_levels(update)
     return StepMemory(flag, info.device.type, int(peak), int(kept), sum(param_bytes(ddp.module)))
 
 
