@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_utils.accelerate_meter import reset_accelerate_state
+from lab_utils.accelerate_meter import fresh_accelerate
 from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
@@ -131,8 +131,8 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
 def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for cfg in cfgs:  # a fresh Accelerator for each setting
-        reset_accelerate_state()
-        out.append(run_accelerate(loop, **cfg))
+        with fresh_accelerate():
+            out.append(run_accelerate(loop, **cfg))
     return out
 
 
