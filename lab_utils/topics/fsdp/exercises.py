@@ -43,7 +43,7 @@ class RecordingOptimizer:
         self.grads: list[list[torch.Tensor | None]] = []
 
     def step(self, *args, **kwargs):
-        local = [None if p.grad is None else _local(p.grad).detach().clone() for p in self.params]
+        local = [None if p.grad is None else holdings.local(p.grad).detach().clone() for p in self.params]
         self.grads.append(local)
         return self.optimizer.step(*args, **kwargs)
 
@@ -52,10 +52,6 @@ class RecordingOptimizer:
 
     def __getattr__(self, name: str):
         return getattr(self.optimizer, name)
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
