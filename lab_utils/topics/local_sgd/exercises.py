@@ -20,6 +20,7 @@ from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import mean_over_ranks
 from lab_utils.launcher import launch
+from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
 from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
 
@@ -101,7 +102,7 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dic
             "events": [(e.step, e.op, e.nbytes) for e in counter.events],
             "fingerprint": fingerprint(model),
             "params": [p.detach().clone() for p in model.parameters()],
-            "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "param_bytes": nbytes(model.parameters()),
         }
     return out
 
