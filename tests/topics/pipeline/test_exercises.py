@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -10,7 +12,6 @@ import torch.nn.functional as F
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.pipeline import exercises, stages
 from tests.conftest import graded_fail
-from tests.topics.pipeline.schedules import torch_step
 
 
 def forgets_1_over_m(stage, inputs, targets):
@@ -195,7 +196,11 @@ def test_fill_drain_catches_the_missing_1_over_m():
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_rejects_torchs_schedule():
     """torch's ScheduleGPipe gets the same gradients, order and bytes, but is not the student's loop."""
-    graded_fail(exercises.check_fill_drain, torch_step("GPipe"), match=f"{FAILED} Exercise 1.*not by your loop")
+    graded_fail(
+        exercises.check_fill_drain,
+        functools.partial(exercises.schedule_step, "GPipe"),
+        match=f"{FAILED} Exercise 1.*not by your loop",
+    )
 
 
 @pytest.mark.slow
