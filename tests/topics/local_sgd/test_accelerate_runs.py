@@ -17,22 +17,10 @@ from accelerate.local_sgd import LocalSGD
 
 from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import run_accelerate
+from tests.topics.local_sgd.loops import guide_loop
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 PBYTES = 11_082 * 4
-
-
-def loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps=8, per_update=False, use=True):
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=use) as local_sgd:
-        for inputs, targets in dataloader:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), targets)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                if accelerator.sync_gradients or not per_update:
-                    local_sgd.step()
 
 
 def accumulation_loop(accelerator, model, optimizer, scheduler, dataloader):
@@ -52,7 +40,7 @@ ACC = {
 
 
 def all_runs():
-    out = {name: run_accelerate(loop, accumulation=2, **cfg) for name, cfg in ACC.items()}
+    out = {name: run_accelerate(guide_loop, accumulation=2, **cfg) for name, cfg in ACC.items()}
     out["plain"] = run_accelerate(accumulation_loop, accumulation=2)
     return out
 
@@ -114,8 +102,8 @@ def test_single_process_is_silently_disabled():
     # In a fresh interpreter, so this process keeps no Accelerator state.
     code = (
         "import json; from lab_utils.topics.local_sgd import run_accelerate; "
-        "from tests.topics.local_sgd.test_accelerate_runs import loop; "
-        "r = run_accelerate(loop, local_sgd_steps=4); "
+        "from tests.topics.local_sgd.loops import guide_loop; "
+        "r = run_accelerate(guide_loop, local_sgd_steps=4); "
         "print(json.dumps([r['num_processes'], r['updates'], len(r['events'])]))"
     )
     proc = subprocess.run(
@@ -131,4 +119,4 @@ def test_single_process_is_silently_disabled():
 
 def test_errors_say_what_to_do():
     with pytest.raises(ValueError, match="accumulation=0"):
-        run_accelerate(loop, accumulation=0)
+        run_accelerate(guide_loop, accumulation=0)

@@ -12,6 +12,7 @@ from accelerate.local_sgd import LocalSGD
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.local_sgd import exercises
 from tests.conftest import graded_fail
+from tests.topics.local_sgd.loops import guide_loop
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
@@ -117,19 +118,7 @@ def test_local_sgd_not_attempted(attempt, capsys):
 
 
 # ----------------------------------------------------------------------------- 3: LocalSGD counting updates
-def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
-        for inputs, targets in dataloader:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), targets)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                local_sgd.step()  # the guide's line: counts micro-batches
-
-
-def test_update_loop_fails_the_guides_loop():
+def test_update_loop_fails_the_guides_loop():  # local_sgd.step() after every micro-batch
     graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
 
 
