@@ -1,4 +1,5 @@
-"""The Accelerate loop with LocalSGD that the tests drive: the guide's loop, with its knobs."""
+"""The Accelerate guide's loop with LocalSGD, as the tests drive it (exercise 2's answer, which
+steps LocalSGD once per update instead, comes from the solutions file)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,9 @@ import torch.nn.functional as F
 from accelerate.local_sgd import LocalSGD
 
 
-def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps=8, per_update=False, use=True):
-    """The guide's loop: ``local_sgd.step()`` after every micro-batch (it counts micro-batches), or
-    only after the ones that end an update (``per_update``, exercise 2's answer); ``use=False``
-    builds LocalSGD disabled."""
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=use) as local_sgd:
+def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """The guide's loop: ``local_sgd.step()`` after every micro-batch, so it counts micro-batches."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
         for inputs, targets in dataloader:
             with accelerator.accumulate(model):
                 loss = F.cross_entropy(model(inputs), targets)
@@ -18,5 +17,4 @@ def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_s
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
-                if accelerator.sync_gradients or not per_update:
-                    local_sgd.step()
+                local_sgd.step()
