@@ -27,7 +27,7 @@ from accelerate.state import AcceleratorState, GradientState
 
 from lab_utils.comm import CommCounter
 
-__all__ = ["LoopMeter", "metered", "metered_each", "reset_accelerate_state"]
+__all__ = ["LoopMeter", "fresh_accelerate", "metered", "metered_each", "reset_accelerate_state"]
 
 _KEYS = (
     "sync",
@@ -47,6 +47,17 @@ def reset_accelerate_state() -> None:
     new Accelerator with other settings can be built. The process group, if any, stays."""
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
+
+
+@contextlib.contextmanager
+def fresh_accelerate() -> Iterator[None]:
+    """The block starts with no Accelerator in this process and leaves none behind, even when it
+    raises: for code that builds an Accelerator (or a Trainer) with its own settings."""
+    reset_accelerate_state()
+    try:
+        yield
+    finally:
+        reset_accelerate_state()
 
 
 class LoopMeter:
@@ -166,7 +177,6 @@ class metered_each:  # noqa: N801 - used like a function: launch(metered_each({.
     def __call__(self, *args: Any, **kwargs: Any) -> dict[str, dict[str, Any]]:
         out = {}
         for name, (fn, extra) in self.runs.items():
-            reset_accelerate_state()
-            out[name] = metered(fn)(*args, **{**kwargs, **extra})
-        reset_accelerate_state()
+            with fresh_accelerate():
+                out[name] = metered(fn)(*args, **{**kwargs, **extra})
         return out

@@ -36,6 +36,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from lab_utils.env import dist_info
+from lab_utils.recompute import in_backward
 
 __all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
 
@@ -172,8 +173,7 @@ class CommCounter:
         rank = info.rank
         if group_size is None:
             group_size = info.world_size if info.backend != "none" else 0  # 0: no process group
-        in_backward = torch._C._current_graph_task_id() >= 0
-        event = CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward, **more)
+        event = CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward(), **more)
         self.events.append(event)
         return event
 

@@ -28,6 +28,7 @@ from torch.profiler import ProfilerActivity, profile
 
 __all__ = [
     "tensor_bytes",
+    "nbytes",
     "SavedRecord",
     "SavedTensorMeter",
     "CudaPeak",
@@ -293,3 +294,9 @@ def tensor_bytes(tensors) -> int:
         if isinstance(t, torch.Tensor):
             seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
     return sum(seen.values())
+
+
+def nbytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the tensors' elements, each tensor in full (``tensor_bytes`` counts each storage
+    once, whole): what a module's parameters weigh, ``nbytes(model.parameters())``."""
+    return sum(t.numel() * t.element_size() for t in tensors)

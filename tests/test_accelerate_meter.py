@@ -17,12 +17,10 @@ LAB = lab_functions("train_with_trainer", "evaluate", "accelerate_loop", "hand_s
 
 def test_trainer_and_accelerate_loop_agree():
     train_ds, val_ds = data.make_splits(32, 16)
-    with trainer.TrainerMeter() as tm:
+    with accelerate_meter.fresh_accelerate(), trainer.TrainerMeter() as tm:
         t = LAB["train_with_trainer"](train_ds, val_ds, epochs=1, lr=1e-3, **TINY)
-    accelerate_meter.reset_accelerate_state()
-    with accelerate_meter.LoopMeter() as lm:
+    with accelerate_meter.fresh_accelerate(), accelerate_meter.LoopMeter() as lm:
         a = LAB["accelerate_loop"](32, 16, 1, 1e-3, **TINY)
-    accelerate_meter.reset_accelerate_state()
     rec = lm.record
     assert rec["order"] == train_ds.order and sorted(rec["order"]) == list(range(32))  # shuffled, same
     assert rec["order"] != list(range(32))

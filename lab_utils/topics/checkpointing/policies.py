@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy
 from torch.utils.flop_counter import FlopCounterMode
 
-from lab_utils.memory import note_saved
+from lab_utils.memory import nbytes, note_saved
 
 __all__ = ["MATMUL_OPS", "WEIGHT_MATMUL_OPS", "counted", "selective_policy", "module_policy", "op_census", "op_key"]
 
@@ -132,7 +132,7 @@ class _OpWatch(TorchDispatchMode):
         ins = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
         new = [t for t in outs if t.untyped_storage().data_ptr() not in ins]
-        n = sum(t.numel() * t.element_size() for t in new)
+        n = nbytes(new)
         if n:
             with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
                 func(*args, **kwargs)

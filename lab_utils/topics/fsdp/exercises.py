@@ -24,6 +24,7 @@ from lab_utils.checks import grader
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.launcher import launch
+from lab_utils.memory import nbytes
 from lab_utils.topics.fsdp import holdings, traffic, workload
 
 __all__ = ["check_rank_bytes", "check_fewer_gathers", "check_hsdp_windows", "uneven_model", "RecordingOptimizer"]
@@ -43,7 +44,7 @@ class RecordingOptimizer:
         self.grads: list[list[torch.Tensor | None]] = []
 
     def step(self, *args, **kwargs):
-        local = [None if p.grad is None else _local(p.grad).detach().clone() for p in self.params]
+        local = [None if p.grad is None else holdings.local(p.grad).detach().clone() for p in self.params]
         self.grads.append(local)
         return self.optimizer.step(*args, **kwargs)
 
@@ -52,10 +53,6 @@ class RecordingOptimizer:
 
     def __getattr__(self, name: str):
         return getattr(self.optimizer, name)
-
-
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if hasattr(t, "to_local") else t
 
 
 def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
@@ -151,7 +148,7 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     got = launch(_train, WORLD, args=(update_fewer_gathers, True), backend=BACKEND, timeout=180)
     ops = got[0]["ops"]
-    param_bytes = sum(p.numel() * p.element_size() for p in workload.model(WIDTH, DEPTH).parameters())
+    param_bytes = nbytes(workload.model(WIDTH, DEPTH).parameters())
     ag = ops.get("all_gather_single", {"count": 0, "bytes": 0})
     rs = ops.get("reduce_scatter_single", {"count": 0})["count"]
     assert rs == UPDATES * DEPTH, (
@@ -218,7 +215,7 @@ def _measure_uneven() -> dict[str, int]:
 )
 def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[str, int]]) -> str:
     lab = workload.model(128, 4)
-    p = sum(t.numel() * t.element_size() for t in lab.parameters())
+    p = nbytes(lab.parameters())
     for world in (2, 4):
         want = holdings.zero_bytes(p, world_size=world, stage=3)
         got_lab = predict_rank_bytes(lab, world, world - 1)

@@ -21,6 +21,7 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule
 
 __all__ = [
+    "local",
     "tensor_bytes",
     "fsdp_params",
     "rank_bytes",
@@ -34,12 +35,17 @@ __all__ = [
 STAGES = (0, 1, 2, 3)
 
 
+def local(t: torch.Tensor) -> torch.Tensor:
+    """The part of ``t`` this rank holds: its local shard for a DTensor, ``t`` itself otherwise."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 def tensor_bytes(t: torch.Tensor | None) -> int:
     """Bytes of the part of ``t`` this rank holds (its local shard for a DTensor); 0 for None."""
     if t is None:
         return 0
-    local = t.to_local() if hasattr(t, "to_local") else t
-    return local.numel() * local.element_size()
+    mine = local(t)
+    return mine.numel() * mine.element_size()
 
 
 def fsdp_params(model: nn.Module) -> Iterator[Any]:

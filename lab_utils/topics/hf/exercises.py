@@ -15,7 +15,7 @@ import torch
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
-from lab_utils.accelerate_meter import reset_accelerate_state
+from lab_utils.accelerate_meter import fresh_accelerate
 from lab_utils.checks import grader
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
@@ -88,15 +88,11 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
-    reset_accelerate_state()
-    try:
-        with TrainerMeter() as meter, ClipNorms() as clips:
-            trainer = Trainer(model=model, args=args, train_dataset=train_ds)
-            trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
-            trainer.remove_callback(PrinterCallback)
-            trainer.train()
-    finally:
-        reset_accelerate_state()
+    with fresh_accelerate(), TrainerMeter() as meter, ClipNorms() as clips:
+        trainer = Trainer(model=model, args=args, train_dataset=train_ds)
+        trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
     return meter.micro_losses, list(train_ds.order), clips.norms
 
 
@@ -108,12 +104,9 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     with tempfile.TemporaryDirectory() as d:
         args = exercise_args(d)
         train_ds, _ = make_splits(32, 4)
-        reset_accelerate_state()
-        try:  # the student's loop first: a stub stops here, before the Trainer's run
-            with ClipNorms() as clips:
-                got = loop_from_args(args, build_model(), train_ds)
-        finally:
-            reset_accelerate_state()
+        # the student's loop first: a stub stops here, before the Trainer's run
+        with fresh_accelerate(), ClipNorms() as clips:
+            got = loop_from_args(args, build_model(), train_ds)
         want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
@@ -180,13 +173,10 @@ def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
             seed=3,
             use_cpu=not torch.cuda.is_available(),
         )
-        reset_accelerate_state()
-        try:
+        with fresh_accelerate():
             trainer = trainer_cls(model=build_model(), args=args, train_dataset=train_ds)
             trainer.remove_callback(PrinterCallback)
             trainer.train()
-        finally:
-            reset_accelerate_state()
     logs = [h for h in trainer.state.log_history if "grad_norm" in h]
     assert logs, "the Trainer logged no update: did train() run?"
     want_norm, want_loss = _reference_window(build_model(), train_ds, list(train_ds.order), weights)
@@ -230,26 +220,27 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
     student's loss, then this rank's gradient against one big batch over every rank's tokens."""
     from accelerate import Accelerator
 
-    reset_accelerate_state()
-    me = dist_info()
-    rank, world = me.rank, me.world_size
-    accelerator = Accelerator(gradient_accumulation_steps=len(_TOKENS[0]), cpu=torch.cuda.device_count() < world)
-    data = _token_data()
-    ref = _tiny_lm()
-    x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
-    torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
-    want = flat(ref, grads=True)
+    with fresh_accelerate():
+        me = dist_info()
+        rank, world = me.rank, me.world_size
+        accelerator = Accelerator(gradient_accumulation_steps=len(_TOKENS[0]), cpu=torch.cuda.device_count() < world)
+        data = _token_data()
+        ref = _tiny_lm()
+        x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
+        torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
+        want = flat(ref, grads=True)
 
-    model = accelerator.prepare(_tiny_lm())
-    mine = data[rank]
-    window_tokens = torch.tensor(sum(len(t) for t, _ in mine), device=accelerator.device)
-    for inputs, targets in mine:
-        with accelerator.accumulate(model):
-            logits = model(inputs.to(accelerator.device))
-            token_loss_sum = torch.nn.functional.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
-            accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
-    got = flat(model, grads=True)
-    reset_accelerate_state()
+        model = accelerator.prepare(_tiny_lm())
+        mine = data[rank]
+        window_tokens = torch.tensor(sum(len(t) for t, _ in mine), device=accelerator.device)
+        for inputs, targets in mine:
+            with accelerator.accumulate(model):
+                logits = model(inputs.to(accelerator.device))
+                token_loss_sum = torch.nn.functional.cross_entropy(
+                    logits, targets.to(accelerator.device), reduction="sum"
+                )
+                accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
+        got = flat(model, grads=True)
     return {
         "ratio": float(got.norm() / want.norm()),
         "gap": float((got - want).norm() / want.norm()),

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from lab_utils.accelerate_meter import reset_accelerate_state
+from lab_utils.accelerate_meter import fresh_accelerate
 from lab_utils.data import lm_batch
 from lab_utils.flat import flat
 from lab_utils.models import tiny_gpt2
@@ -26,8 +26,7 @@ def backward_scaling(grad_accum: int = 4, seed: int = 0) -> dict[str, float]:
     """The ratio of the gradient ``accelerator.backward`` produces to plain ``loss.backward()``'s on
     the same model and batch, for a call inside ``accumulate`` (``inside``) and one outside it
     (``outside``). Accelerate 1.15 divides by grad_accum on every call: expect 1 / grad_accum twice."""
-    reset_accelerate_state()
-    try:
+    with fresh_accelerate():
         torch.manual_seed(seed)
         x, y = torch.randn(8, 4), torch.randn(8, 1)
         ref = torch.nn.Linear(4, 1)
@@ -42,8 +41,6 @@ def backward_scaling(grad_accum: int = 4, seed: int = 0) -> dict[str, float]:
                 acc.backward(torch.nn.functional.mse_loss(model(x), y))
             ratios[where] = (model.weight.grad.norm() / ref.weight.grad.norm()).item()
         return {**ratios, "grad_accum": float(grad_accum)}
-    finally:
-        reset_accelerate_state()
 
 
 def uneven_window(micro_batches: int = 4, *, per_micro: int = 2, seed: int = 0) -> list[dict[str, torch.Tensor]]:

@@ -17,6 +17,7 @@ from accelerate import Accelerator
 from lab_utils.accelerate_meter import LoopMeter
 from lab_utils.checks import fingerprint
 from lab_utils.env import dist_info
+from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["run_accelerate"]
@@ -67,7 +68,7 @@ def run_accelerate(
         "sync_flags": flags,
         "events": events,
         "n_param_tensors": n_tensors,
-        "param_bytes": sum(p.numel() * p.element_size() for p in inner.parameters()),
+        "param_bytes": nbytes(inner.parameters()),
         "barriers": [e.step for e in events if e.op == "barrier"],
         "averagings": [{"micro_batch": s, "on_update_boundary": s >= len(flags) or flags[s]} for s in avg_at],
         "param_fingerprint": fingerprint(inner.parameters()),

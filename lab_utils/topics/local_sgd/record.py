@@ -23,6 +23,7 @@ from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import dist_info
 from lab_utils.flat import flat, mean_over_ranks
+from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
 
 __all__ = ["Recorder", "Run", "run", "gather"]
@@ -162,7 +163,7 @@ def run(
         step_s=log.step_s,
         opt_state=fingerprint(state) if state else "",
         params=flat(model),
-        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),
+        param_bytes=nbytes(model.parameters()),
         n_param_tensors=len(list(model.parameters())),
     )
 

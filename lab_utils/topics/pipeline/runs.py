@@ -25,6 +25,7 @@ from lab_utils import data
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
+from lab_utils.memory import nbytes
 from lab_utils.recompute import CallCounter
 from lab_utils.topics.pipeline import stages, timeline, traffic, watch
 
@@ -164,7 +165,7 @@ def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     out = {
         "bytes": counter.summary()["bytes"],
         "buckets": [e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
-        "param_bytes": sum(p.numel() * p.element_size() for p in net.parameters()),
+        "param_bytes": nbytes(net.parameters()),
     }
     del ddp, net
     return out

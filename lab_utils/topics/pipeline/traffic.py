@@ -15,7 +15,7 @@ import datetime
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from lab_utils.comm import CommCounter, CommEvent
+from lab_utils.comm import CommCounter, CommEvent, _Waited
 from lab_utils.env import dist_info
 from lab_utils.overlap import backward_with_comm, evenly_ready
 from lab_utils.simnet import Link
@@ -38,28 +38,25 @@ def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
     return _Watched(work, st, index, event, now)
 
 
-class _Watched:
-    """A message's ``Work`` whose ``wait()`` stamps its ``end``, marks it completed in the stage's
-    status and gives up with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
+class _Watched(_Waited):
+    """``comm``'s waited message (``wait()`` stamps its ``end``) that also marks it completed in the
+    stage's status and gives up with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
 
     def __init__(self, work: Any, status: Any, index: int, event: CommEvent, now: Callable[[], float]):
-        self._work, self._status, self._index, self._event, self._now = work, status, index, event, now
+        super().__init__(work, event, now)
+        self._status, self._index = status, index
 
-    def wait(self, *args, **kwargs):
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
         if args or kwargs or self._status is None or self._status.stall_s is None:
-            out = self._work.wait(*args, **kwargs)
+            out = super().wait(*args, **kwargs)
         else:
             try:
-                out = self._work.wait(datetime.timedelta(seconds=self._status.stall_s))
+                out = super().wait(datetime.timedelta(seconds=self._status.stall_s))
             except RuntimeError:
                 raise self._status.stalled(dist_info().world_size) from None
-        self._event.end = self._now()
         if self._status is not None:
             self._status.completed(self._index)
         return out
-
-    def __getattr__(self, name):
-        return getattr(self._work, name)
 
 
 def pipeline_step_seconds(

@@ -23,13 +23,12 @@ def test_port_guard():
 
 
 def test_accelerator_guard():
-    accelerate_meter.reset_accelerate_state()
-    guards.check_no_accelerator()
-    Accelerator(cpu=True)
-    assert guards.accelerator_exists()
-    with pytest.raises(RuntimeError, match="notebook_launcher refuses"):
+    with accelerate_meter.fresh_accelerate():
         guards.check_no_accelerator()
-    accelerate_meter.reset_accelerate_state()
+        Accelerator(cpu=True)
+        assert guards.accelerator_exists()
+        with pytest.raises(RuntimeError, match="notebook_launcher refuses"):
+            guards.check_no_accelerator()
     assert not guards.accelerator_exists()
 
 

@@ -15,9 +15,8 @@ train_with_trainer = lab_functions("train_with_trainer")["train_with_trainer"]
 
 def _run(**kw):
     train_ds, val_ds = data.make_splits(32, 16)
-    with trainer.TrainerMeter() as meter:
+    with accelerate_meter.fresh_accelerate(), trainer.TrainerMeter() as meter:
         t = train_with_trainer(train_ds, val_ds, epochs=1, lr=1e-3, **TINY, **kw)
-    accelerate_meter.reset_accelerate_state()
     return t, trainer.summary(t, meter)
 
 

@@ -17,22 +17,11 @@ from accelerate.local_sgd import LocalSGD
 
 from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import run_accelerate
+from tests.topics.local_sgd.loops import guide_loop
+from tools.solutions import solution
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 PBYTES = 11_082 * 4
-
-
-def loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps=8, per_update=False, use=True):
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=use) as local_sgd:
-        for inputs, targets in dataloader:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), targets)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                if accelerator.sync_gradients or not per_update:
-                    local_sgd.step()
 
 
 def accumulation_loop(accelerator, model, optimizer, scheduler, dataloader):
@@ -43,16 +32,18 @@ def accumulation_loop(accelerator, model, optimizer, scheduler, dataloader):
             optimizer.zero_grad()
 
 
-ACC = {
-    "guide": dict(local_sgd_steps=8),
-    "trap": dict(local_sgd_steps=3),
-    "update": dict(local_sgd_steps=3, per_update=True),
-    "bn": dict(local_sgd_steps=8, batchnorm=True),
+# exercise 2's answer: LocalSGD stepped once per optimizer update
+update_loop = solution("05_local_sgd", "lsgd-update-loop", {"LocalSGD": LocalSGD, "F": F})["update_loop"]
+ACC = {  # name: (loop, settings)
+    "guide": (guide_loop, dict(local_sgd_steps=8)),
+    "trap": (guide_loop, dict(local_sgd_steps=3)),
+    "update": (update_loop, dict(local_sgd_steps=3)),
+    "bn": (guide_loop, dict(local_sgd_steps=8, batchnorm=True)),
 }
 
 
 def all_runs():
-    out = {name: run_accelerate(loop, accumulation=2, **cfg) for name, cfg in ACC.items()}
+    out = {name: run_accelerate(loop, accumulation=2, **cfg) for name, (loop, cfg) in ACC.items()}
     out["plain"] = run_accelerate(accumulation_loop, accumulation=2)
     return out
 
@@ -73,8 +64,8 @@ def expected_averagings(calls_per_micro: bool, k: int, accumulation: int, n: int
 
 @pytest.mark.parametrize("name", ["guide", "trap", "update"])
 def test_accelerate_averaging_schedule(acc, name):
-    r, cfg = acc[0][name], ACC[name]
-    want = expected_averagings(not cfg.get("per_update"), cfg["local_sgd_steps"], 2)
+    r, (loop, cfg) = acc[0][name], ACC[name]
+    want = expected_averagings(loop is guide_loop, cfg["local_sgd_steps"], 2)
     assert [(a["micro_batch"], a["on_update_boundary"]) for a in r["averagings"]] == want
     assert r["num_processes"] == 2 and r["micro_batches"] == 32 and r["updates"] == 16
     assert not [e for e in r["events"] if e.source == "ddp-hook"]  # no gradient sync
@@ -114,8 +105,8 @@ def test_single_process_is_silently_disabled():
     # In a fresh interpreter, so this process keeps no Accelerator state.
     code = (
         "import json; from lab_utils.topics.local_sgd import run_accelerate; "
-        "from tests.topics.local_sgd.test_accelerate_runs import loop; "
-        "r = run_accelerate(loop, local_sgd_steps=4); "
+        "from tests.topics.local_sgd.loops import guide_loop; "
+        "r = run_accelerate(guide_loop, local_sgd_steps=4); "
         "print(json.dumps([r['num_processes'], r['updates'], len(r['events'])]))"
     )
     proc = subprocess.run(
@@ -131,4 +122,4 @@ def test_single_process_is_silently_disabled():
 
 def test_errors_say_what_to_do():
     with pytest.raises(ValueError, match="accumulation=0"):
-        run_accelerate(loop, accumulation=0)
+        run_accelerate(guide_loop, accumulation=0)

@@ -12,6 +12,8 @@ from accelerate.local_sgd import LocalSGD
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.topics.local_sgd import exercises
 from tests.conftest import graded_fail
+from tests.topics.local_sgd.loops import guide_loop
+from tools.solutions import solution
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
@@ -86,13 +88,23 @@ def per_tensor_no_exit(model, opt, batches, H):  # Accelerate's averaging, and n
                 p.data /= dist.get_world_size()
 
 
-def sum_over_ranks(model):  # the bug: an all-reduce SUMS, nobody divides by the world size
-    buf = torch.cat([p.data.flatten() for p in model.parameters()])
-    dist.all_reduce(buf)
-    torch.nn.utils.vector_to_parameters(buf, model.parameters())
+class _WorldOfOne:
+    """torch.distributed as the solution sees it, but with a world size of 1: its all-reduce sums
+    and the division by the world size divides by 1 (the bug: nobody divides the sum)."""
+
+    @staticmethod
+    def all_reduce(*args, **kwargs):  # looked up at each call, so the grader's counter sees it
+        return dist.all_reduce(*args, **kwargs)
+
+    @staticmethod
+    def get_world_size():
+        return 1
 
 
-forgets_the_division = exercises._local_sgd_with(sum_over_ranks)  # the reference loop, wrong averaging
+# the solution itself, with the bug put into what it imports
+forgets_the_division = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "F": F, "dist": _WorldOfOne})[
+    "local_sgd_flat"
+]
 
 
 def test_local_sgd_reference_is_private():
@@ -117,19 +129,7 @@ def test_local_sgd_not_attempted(attempt, capsys):
 
 
 # ----------------------------------------------------------------------------- 3: LocalSGD counting updates
-def guide_loop(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
-        for inputs, targets in dataloader:
-            with accelerator.accumulate(model):
-                loss = F.cross_entropy(model(inputs), targets)
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                local_sgd.step()  # the guide's line: counts micro-batches
-
-
-def test_update_loop_fails_the_guides_loop():
+def test_update_loop_fails_the_guides_loop():  # local_sgd.step() after every micro-batch
     graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
 
 

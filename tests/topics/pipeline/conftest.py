@@ -6,14 +6,16 @@ fixed one to measure the instruments against)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils import launch
-from lab_utils.topics.pipeline import runs, stages, traffic
-from tests.topics.pipeline.schedules import Checkpointed, interleaved_step, torch_step
+from lab_utils.topics.pipeline import exercises, runs, stages, traffic
+from tests.topics.pipeline.schedules import Checkpointed, interleaved_step
 
 
 def bytes_to(events) -> dict[int, int]:
@@ -82,7 +84,10 @@ def _all() -> dict:
     return {
         "hand": runs.measure(two_stage, SPEC, [1, M], warmup=1),
         "ckpt": runs.measure(two_stage, SPEC, [M], warmup=0, wrap=Checkpointed),
-        "torch": {k: runs.measure(torch_step(k), SPEC, [M], warmup=0) for k in ("GPipe", "1F1B")},
+        "torch": {
+            k: runs.measure(functools.partial(exercises.schedule_step, k), SPEC, [M], warmup=0)
+            for k in ("GPipe", "1F1B")
+        },
         "interleaved": runs.measure_interleaved(interleaved_step, SPEC, M),
         "counted": _counted(),
         "ddp": runs.ddp_bytes(SPEC),

@@ -1,5 +1,6 @@
-"""The tests' own copies of lab 6's cells that build torch's schedules and a checkpointed stage
-(the lab teaches them; the tests need fixed ones to measure the instruments against)."""
+"""The tests' own copies of lab 6's cells that build torch's interleaved schedule and a
+checkpointed stage (the lab teaches them; the tests need fixed ones to measure the instruments
+against). GPipe and 1F1B come from ``exercises.schedule_step``, the graders' copy of that cell."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from lab_utils.topics.pipeline import runs, stages
+from lab_utils.topics.pipeline import stages
 
 
 class Checkpointed(nn.Module):
@@ -20,27 +21,6 @@ class Checkpointed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return checkpoint(self.stage, x, use_reentrant=False)
-
-
-def torch_step(kind: str) -> runs.StepFn:
-    """A step function running torch's ScheduleGPipe or Schedule1F1B on this rank's stage."""
-
-    def step(stage, inputs, targets):
-        from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
-        rank, p, m = dist.get_rank(), dist.get_world_size(), len(inputs)
-        act_in = inputs[0].detach().clone().requires_grad_(rank > 0)
-        act_out = inputs[0].detach().clone().requires_grad_()
-        pstage = PipelineStage(stage, rank, p, act_in.device, input_args=act_in, output_args=act_out)
-        sched = {"GPipe": ScheduleGPipe, "1F1B": Schedule1F1B}[kind](pstage, n_microbatches=m, loss_fn=stages.loss_fn)
-        if rank == 0:
-            sched.step(torch.cat(inputs), target=torch.cat(targets) if p == 1 else None)
-        elif rank == p - 1:
-            sched.step(target=torch.cat(targets))
-        else:
-            sched.step()
-
-    return step
 
 
 def interleaved_step(parts, inputs, targets):
