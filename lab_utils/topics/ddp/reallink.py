@@ -163,6 +163,9 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
         per_bucket = (lk["round_s"] - sum(sizes) / lk["beta_Bps"]) / (2 * len(sizes)) if "round_s" in lk else 0.0
         link = Link(f"tbf {lk['rate_mbit']:.0f} Mbit/s", max(lk["alpha_s"], per_bucket), lk["beta_Bps"])
         cont = Contention(*(statistics.mean(r["links"][i]["contention"][j] for r in ranks) for j in (0, 1)))
+        # the compute thread's own CPU time, and how often it lost its core (worst rank)
+        compute_cpu = statistics.mean(r["links"][i]["contention"][2] for r in ranks)
+        preempted = [max(r["links"][i]["contention"][j] for r in ranks) for j in (3, 4)]
         # The machine's speed drifts (other programs): the stamps are rescaled to the compute-only
         # updates timed beside this link's runs (no communication, so no link in them).
         # The slowest rank sets the pace of a synchronised update.
@@ -171,8 +174,8 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
         scale = local / sum(k * (stamped.forward_s + stamped.backward_s) + opt for k in config.ks)
         micro = _scaled(stamped, scale)
         links.append(dict({key: v for key, v in lk.items() if key not in ("walls", "stamps")},
-                          contention=[cont.compute, cont.comm], bucket_alpha_s=link.latency_s,
-                          compute_scale=scale))  # fmt: skip
+                          contention=[cont.compute, cont.comm], compute_cpu=compute_cpu, preempted=preempted,
+                          bucket_alpha_s=link.latency_s, compute_scale=scale))  # fmt: skip
         for k in config.ks:
             walls = {name: lk["walls"][str(k)][name] for name in models}
             for name, fn in models.items():
@@ -226,13 +229,15 @@ def table(result: Result) -> str:
              f"{1e3 * result.micro['backward_s']:.1f} ms, {result.micro['buckets']} buckets, "
              f"{result.micro['grad_bytes'] / 2**20:.2f} MiB of gradients", "",
              f"{'tbf Mbit/s':>10}{'calibrated Mbit/s':>19}{'latency us: tiny':>18}{'per bucket':>11}"
-             f"{'contention compute':>20}{'comm':>7}"
+             f"{'contention compute':>20}{'comm':>7}{'its CPU':>9}{'preempted alone/beside':>24}"
              f"{'compute now / stamped':>23}"]  # fmt: skip
     for lk in result.links:
         per_bucket = f"{1e6 * lk['bucket_alpha_s']:>11.0f}" if "bucket_alpha_s" in lk else f"{'-':>11}"
+        cpu = f"{100 * lk['compute_cpu']:>8.0f}%" if "compute_cpu" in lk else f"{'-':>9}"
+        cpu += f"{lk['preempted'][0]:>14.0f} / {lk['preempted'][1]:<7.0f}" if "preempted" in lk else f"{'-':>24}"
         lines.append(f"{lk['rate_mbit']:>10.0f}{8 * lk['beta_Bps'] / 1e6:>19.0f}{1e6 * lk['alpha_s']:>18.0f}"
                      f"{per_bucket}"
-                     f"{100 * lk['contention'][0]:>19.0f}%{100 * lk['contention'][1]:>6.0f}%"
+                     f"{100 * lk['contention'][0]:>19.0f}%{100 * lk['contention'][1]:>6.0f}%{cpu}"
                      f"{lk['compute_scale']:>23.2f}")  # fmt: skip
     lines += ["", f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured ms (q1-q3)':>22}{'model':>8}{'error':>7}"
               f"{'+contention':>12}{'error':>7}"]  # fmt: skip

@@ -10,7 +10,9 @@ times the loops (every update stamped), and writes ``WORKDIR/rank<r>.json``.
 from __future__ import annotations
 
 import json
+import math
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -137,23 +139,30 @@ def _round(sizes: list[int], reps: int = 7) -> float:
 
 
 def _contention(module, batch, sizes: list[int], round_s: float, reps: int = 7) -> list[float]:
-    """[compute, comm] slowdowns: a forward + backward timed alone and while rounds of the real
-    buckets' all-reduces run in another thread (both ranks), and such a round alone
-    (``round_s``) and beside the compute."""
+    """[compute, comm, compute_cpu, preempted_alone, preempted_beside]: the slowdowns of a forward
+    + backward timed alone and while rounds of the real buckets' all-reduces run in another
+    thread (both ranks), of such a round alone (``round_s``) and beside the compute, and of the
+    compute thread's own CPU time (user + kernel, ``getrusage(RUSAGE_THREAD)``); then the median
+    involuntary context switches of that thread per compute, alone and beside (the network stack
+    and gloo's threads taking its core). The rounds last about 2 x ``reps`` computes, so every
+    link gets about as many contended samples."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
 
     x, y = batch
 
-    def compute() -> float:
-        t0 = time.perf_counter()
+    def compute() -> tuple[float, float, int]:
+        t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
         F.mse_loss(module(x), y).backward()
-        return time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_THREAD)
+        cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+        return time.perf_counter() - t0, cpu, r1.ru_nivcsw - r0.ru_nivcsw
 
     compute()
-    alone = statistics.median(compute() for _ in range(reps))
-    n = torch.tensor([max(3.0, reps * alone / round_s)])
+    alone_runs = [compute() for _ in range(reps)]
+    alone, alone_cpu, alone_cs = (statistics.median(run[i] for run in alone_runs) for i in (0, 1, 2))
+    n = torch.tensor([float(max(3, math.ceil(2 * reps * alone / round_s)))])  # float32 on every rank
     dist.all_reduce(n, op=dist.ReduceOp.MAX)
     comm: list[float] = []
     bufs = [torch.zeros(s // 4) for s in sizes]
@@ -167,8 +176,10 @@ def _contention(module, batch, sizes: list[int], round_s: float, reps: int = 7) 
             beside.append(t)
     thread.join()
     module.zero_grad(set_to_none=True)
-    slow_compute = statistics.median(beside) / alone - 1 if beside else 0.0
-    return [max(0.0, slow_compute), max(0.0, statistics.median(comm[:-1] or comm) / round_s - 1)]
+    beside = beside or [(alone, alone_cpu, alone_cs)]
+    wall, cpu, switches = (statistics.median(run[i] for run in beside) for i in (0, 1, 2))
+    slow_comm = statistics.median(comm[:-1] or comm) / round_s - 1
+    return [max(0.0, wall / alone - 1), max(0.0, slow_comm), cpu / max(alone_cpu, 1e-9) - 1, alone_cs, switches]
 
 
 def _compute_only(ddp, opt, micro_batches) -> None:

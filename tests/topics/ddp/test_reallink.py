@@ -51,6 +51,8 @@ def test_runs_on_a_shaped_link_and_writes_its_table(tmp_path):
     assert all(p.measured_s > 0 and p.model_s > 0 and p.contended_s >= p.model_s * 0.999 for p in result.points)
     rates = [lk["rate_mbit"] for lk in result.links]
     assert rates == sorted(rates) and rates[0] * 5 < rates[-1]  # slow to fast, 10 x apart by construction
+    for lk in result.links:  # the compute thread's CPU time and its lost cores were read (getrusage)
+        assert lk["compute_cpu"] > -1 and all(isinstance(n, int | float) and n >= 0 for n in lk["preempted"])
     for lk in result.links:  # tbf really limits the link: a bulk all-reduce cannot beat its rate
         # (its own time, each rank sending every byte once; beta = bytes / (bulk - tiny) is not
         # bounded so: on a loaded machine a slow tiny all-reduce can shrink the difference)
