@@ -68,6 +68,8 @@ _HEADER = '''\
 """Written by lab_utils.topics.ddp.script_exercise from the notebook's function. Run it with:
     torchrun --standalone --nproc_per_node=2 {name} CHECKPOINT_PATH
 """
+import atexit
+import os
 import sys
 from contextlib import nullcontext
 
@@ -96,7 +98,13 @@ def write_script(fn: Callable[[str], Any], path: str | os.PathLike) -> Path:
         import cloudpickle
 
         body = f"import cloudpickle\n\n{fn.__name__} = cloudpickle.loads({cloudpickle.dumps(fn)!r})\n"
-    footer = f'\n\nif __name__ == "__main__":\n    {fn.__name__}(sys.argv[1])\n'
+    footer = (f'\n\nif __name__ == "__main__":\n    {fn.__name__}(sys.argv[1])\n'
+              "    # Finished: leave now. gloo can abort in the interpreter's teardown when a DDP object\n"
+              "    # outlives its process group (SIGABRT, 'terminate called ...'): not this script's fault.\n"
+              "    atexit._run_exitfuncs()  # the check's record of this rank\n"
+              "    sys.stdout.flush()\n"
+              "    sys.stderr.flush()\n"
+              "    os._exit(0)\n")  # fmt: skip
     path.write_text(_HEADER.format(name=path.name) + body + footer)
     return path
 
