@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from lab_utils.proctree import descendants
+
 # Every process this test session starts (ranks, torchrun agents, helper scripts) inherits this
 # marker, so the orphan check sees our processes only, even beside other jobs on the machine,
 # and still sees an orphan that was re-parented to init.
@@ -81,31 +83,6 @@ def cuda_count() -> int:
     import torch
 
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                kids.setdefault(int(fields[1]), []).append(int(d))
-    return kids
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (children, their children, ...), from /proc."""
-    kids, out, todo = _children(), set(), [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            if c not in out:
-                out.add(c)
-                todo.append(c)
-    return out
 
 
 def _stop_agent(agent, grace: float = 5.0) -> None:

@@ -21,7 +21,6 @@ import inspect
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,7 @@ import torch.nn.functional as F
 
 from lab_utils.checks import grader
 from lab_utils.flat import flat
+from lab_utils.proctree import kill_tree
 from lab_utils.topics.ddp.workload import Setup, dataset, model
 
 __all__ = ["K_SCRIPT", "EPOCHS", "MICRO_BATCH", "LR", "script_model", "script_data", "write_script",
@@ -168,7 +168,7 @@ def run_script(fn: Callable[[str], Any], timeout_s: float = TIMEOUT_S) -> Script
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_tree(proc.pid)  # torchrun's ranks live in sessions of their own
             output, _ = proc.communicate()
             output += f"\n(stopped after {timeout_s:g} s: a rank that waits in a collective the other skips hangs)"
         ranks = [json.loads(p.read_text()) for p in sorted(Path(work).glob("rank*.json"))]

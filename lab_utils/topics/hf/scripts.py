@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lab_utils.launcher import free_port
+from lab_utils.proctree import kill_tree
 from lab_utils.topics.hf.guards import check_port_free
 
 __all__ = ["LAUNCHERS", "command", "job_script", "shown", "run", "run_all"]
@@ -95,20 +96,19 @@ def run(cmd: list[str], *, timeout: float = 300.0, cwd: str | None = None) -> di
     with tempfile.TemporaryDirectory(prefix="lab_hf_script_") as tmp:
         env["HF_HOME"] = tmp  # no personal `accelerate config` file changes the run
         out_file = os.path.join(tmp, "result.json")
-        proc = subprocess.run(
-            list(cmd) + ["--out", out_file],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = subprocess.Popen(list(cmd) + ["--out", out_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env, cwd=cwd, stdin=subprocess.DEVNULL)  # fmt: skip
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:  # the launcher's ranks live in sessions of their own
+            kill_tree(proc.pid)
+            stdout, stderr = proc.communicate()
+            stderr += f"\n(stopped after {timeout:g} s with every process it started)"
         result = None
         if os.path.exists(out_file):
             with open(out_file) as f:
                 result = json.load(f)
-    log = proc.stdout + proc.stderr
+    log = stdout + stderr
     errors = [ln.split("RuntimeError: ", 1)[1] for ln in log.splitlines() if "RuntimeError: " in ln]
     return {
         "returncode": proc.returncode,

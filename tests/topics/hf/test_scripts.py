@@ -5,6 +5,7 @@ caught, in the same test. The `accelerate launch --cpu` trap is run by lab 4 its
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -69,3 +70,28 @@ def test_the_script_runs_on_two_processes_and_resumes_where_it_stopped(tmp_path)
     assert s["num_processes"] == 2 and s["updates"] == 4
     assert s["losses"] == pytest.approx(r["losses"][4:], abs=1e-6)  # the same micro-batches, the same model
     assert s["checksum"] == pytest.approx(r["checksum"], abs=1e-6)
+
+
+def test_a_timeout_kills_the_ranks_a_launcher_started_in_their_own_sessions(tmp_path):
+    """torchrun and accelerate launch start each rank with a session of its own: on a timeout the
+    ranks (here one grandchild in a new session, as a hung rank) must go with the launcher."""
+    pid_file = tmp_path / "rank.pid"
+    rank = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    launcher = (
+        "import subprocess, sys, time; "
+        f"subprocess.Popen([sys.executable, '-c', {rank!r}], start_new_session=True, stdout=subprocess.DEVNULL, "
+        "stderr=subprocess.DEVNULL); time.sleep(120)"
+    )
+    out = scripts.run([sys.executable, "-c", launcher], timeout=3)
+    assert out["returncode"] != 0 and "stopped after 3 s" in out["log_tail"]
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # SIGKILL is delivered at once; reaping by init can take a moment
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the rank {pid} outlived its launcher's timeout")
