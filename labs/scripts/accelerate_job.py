@@ -30,6 +30,7 @@ writes it to ``--out`` when given.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -169,6 +170,12 @@ def main(argv: list[str] | None = None) -> dict:
     if a.out and accelerator.is_main_process:
         with open(a.out, "w") as f:
             json.dump(result, f)
+    # Free the DDP-wrapped model and its optimizer while the process group is still alive: if
+    # the model's reducer drops the group's last reference at exit, gloo can deadlock (or abort)
+    # in its teardown. Then leave together, and destroy the group.
+    del model, optimizer, scheduler, train_dl
+    accelerator.free_memory()
+    gc.collect()
     accelerator.wait_for_everyone()
     accelerator.end_training()  # trackers closed, process group destroyed: a clean exit
     return result
