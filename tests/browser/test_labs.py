@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import descendants
+from lab_utils.proctree import descendants
 
 from .conftest import ROOT, free_port
 

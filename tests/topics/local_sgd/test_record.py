@@ -9,6 +9,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from lab_utils.flat import mean_over_ranks
 from lab_utils.launcher import launch
 from lab_utils.topics.local_sgd import record
 
@@ -46,10 +47,7 @@ def train_ddp(model, opt, batches, log):
 
 
 def average_flat(model):
-    buf = torch.cat([p.data.flatten() for p in model.parameters()])
-    dist.all_reduce(buf)
-    buf /= dist.get_world_size()
-    torch.nn.utils.vector_to_parameters(buf, model.parameters())
+    mean_over_ranks(model.parameters())  # one flat all_reduce
 
 
 def flat_with_exit(model, opt, batches, log, H):
