@@ -8,7 +8,7 @@
     figures.time_per_update(sweep.update_seconds(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
     figures.validation(sweep.validation(res))   # emulated link on real ranks against the model
-    figures.hooks(settings["hooks"])   # bytes per update and distance to float32, per comm hook
+    figures.hooks(settings.hooks)      # bytes per update and distance to float32, per comm hook
 
 Figures with modelled communication say so in their title.
 """
@@ -24,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, modelled, style
 from lab_utils.simnet import LINKS, Link
+from lab_utils.topics.ddp.settings import HookRun, Refused
 from lab_utils.topics.ddp.sweep import Row, Sweep, update_seconds
 from lab_utils.topics.ddp.workload import UpdateRun
 from lab_utils.widgets import show_figure
@@ -200,14 +201,15 @@ def validation(rows: Sequence[Row], *, title: str = "") -> go.Figure:
     return fig.update_layout(margin=dict(t=90, b=130), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
 
 
-def hooks(results: Mapping[str, Mapping[str, Any]], *, update: int = -1, title: str = "") -> go.Figure:
+def hooks(results: Mapping[str, HookRun | Refused], *, update: int = -1, title: str = "") -> go.Figure:
     """Bars per comm hook: bytes all-reduced in one update (``update``, the last by default) and
     the parameters' largest distance to the float32 all-reduce run; refused hooks are left out."""
-    names = [n for n, r in results.items() if "refused" not in r]
+    runs = {n: r for n, r in results.items() if isinstance(r, HookRun)}
+    names = list(runs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("KiB sent per update", "max |params - float32 run|"))
     colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
-    kib = [results[n]["bytes_per_update"][update] / 1024 for n in names]
+    kib = [r.bytes_per_update[update] / 1024 for r in runs.values()]
     fig.add_trace(go.Bar(x=names, y=kib, marker_color=colors, text=[f"{v:.0f}" for v in kib], showlegend=False), 1, 1)
-    diff = [results[n]["max_diff"] for n in names]
+    diff = [r.max_diff for r in runs.values()]
     fig.add_trace(go.Bar(x=names, y=diff, marker_color=colors, text=[f"{v:.1e}" for v in diff], showlegend=False), 1, 2)
     return style(fig, title=title or "DDP comm hooks: what crosses the wire and what it does to the result")

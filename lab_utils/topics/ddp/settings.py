@@ -4,12 +4,12 @@ gradients as bucket views, compression hooks and the buffer broadcast behind
 
     from lab_utils import launch
     from lab_utils.topics.ddp import settings
-    got = launch(settings.measure, 2)[0]
-    got["buckets"]["find_unused_parameters=True"]   # all-reduces of backward 1, 2, 3
-    got["bucket_view"]                               # gradient bytes held outside DDP's buckets
-    got["step_memory"]                               # (off, on): one update's allocator bytes
-    got["hooks"]["PowerSGD rank 1"]                  # bytes per update, distance to plain all-reduce
-    got["buffers"]                                   # which forwards broadcast rank 0's buffers
+    got = launch(settings.measure, 2)[0]             # a Settings
+    got.buckets["find_unused_parameters=True"]       # all-reduces of backward 1, 2, 3
+    got.bucket_view                                  # gradient bytes held outside DDP's buckets
+    got.step_memory                                  # (off, on): one update's allocator bytes
+    got.hooks["PowerSGD rank 1"]                     # a HookRun (or Refused): bytes, distance
+    got.buffers                                      # which forwards broadcast rank 0's buffers
 
 Each measurement is the plain DDP call with one instrument attached from outside: a counting comm
 hook (``CommCounter``), the profiler (the reducer's own ``search_unused_parameters`` record), the
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -33,11 +34,17 @@ from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
+from lab_utils.memory import nbytes
 from lab_utils.topics.ddp import viewmem
 from lab_utils.topics.ddp.reducer import quiet_profile
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, wrap
 
 __all__ = [
+    "Settings",
+    "BucketView",
+    "HookRun",
+    "Refused",
+    "BufferForward",
     "CONFIGS",
     "HOOKS",
     "SEARCH_EVENT",
@@ -58,6 +65,59 @@ CONFIGS: dict[str, dict[str, bool]] = {
 
 SEARCH_EVENT = "torch.distributed.ddp.reducer::search_unused_parameters"
 """The profiler record of the reducer's graph traversal (torch/csrc/distributed/c10d/reducer.cpp)."""
+
+
+@dataclass(frozen=True)
+class BucketView:
+    """Where one run's gradients live: ``.grad`` bytes outside DDP's bucket buffers, the bytes of
+    the buffers the comm hook was handed, and how many storages the ``.grad`` tensors use."""
+
+    outside_buckets: int
+    bucket_buffers: int
+    grad_storages: int
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """What one comm hook sent (bytes per update, dtypes) and did: the parameters' largest distance
+    to the float32 all-reduce run, and whether the ranks hold the same parameters."""
+
+    bytes_per_update: list[int]
+    dtypes: list[str]
+    max_diff: float
+    ranks_agree: bool
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A comm hook DDP would not register on this backend, with DDP's message."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class BufferForward:
+    """One forward of ``buffers``: inside ``no_sync``?, ``require_forward_param_sync`` before it,
+    whether it broadcast rank 0's buffers, the flag after it."""
+
+    no_sync: bool
+    flag_before: bool
+    broadcast: bool
+    flag_after: bool
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every measurement of ``measure`` on one rank (``cap_mb``: the bucket cap they used)."""
+
+    cap_mb: float
+    buckets: dict[str, list[int]]
+    search_us: dict[str, float]
+    bucket_view: dict[str, BucketView]
+    step_memory: tuple[viewmem.StepMemory, viewmem.StepMemory]
+    hooks: dict[str, HookRun | Refused]
+    buffers: list[BufferForward]
+    param_bytes: int
 
 
 def first_buckets(cap_mb: float, steps: int = 3, setup: Setup = DEFAULT) -> dict[str, list[int]]:
@@ -99,7 +159,7 @@ def _bucket_storages(state: dict[int, int], bucket):
     return default_hooks.allreduce_hook(None, bucket)
 
 
-def bucket_view(setup: Setup = DEFAULT) -> dict[str, dict[str, int]]:
+def bucket_view(setup: Setup = DEFAULT) -> dict[str, BucketView]:
     """For ``gradient_as_bucket_view`` False and True, after two steps (the buckets rebuilt): the
     bytes of ``.grad`` storages that are not DDP's bucket buffers, and the bucket buffers' bytes
     (summed over the buffers the comm hook was handed in the second backward)."""
@@ -113,11 +173,11 @@ def bucket_view(setup: Setup = DEFAULT) -> dict[str, dict[str, int]]:
             seen.clear()
             ddp(x).pow(2).mean().backward()
         storages = {p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes() for p in ddp.parameters()}
-        out[f"gradient_as_bucket_view={flag}"] = {
-            "outside_buckets": sum(n for ptr, n in storages.items() if ptr not in seen),
-            "bucket_buffers": sum(seen.values()),  # measured: the bytes of the buffers the comm hook saw
-            "grad_storages": len(storages),
-        }
+        out[f"gradient_as_bucket_view={flag}"] = BucketView(
+            outside_buckets=sum(n for ptr, n in storages.items() if ptr not in seen),
+            bucket_buffers=sum(seen.values()),  # measured: the bytes of the buffers the comm hook saw
+            grad_storages=len(storages),
+        )
         del ddp
     return out
 
@@ -135,11 +195,11 @@ HOOKS: dict[str, Callable[[], tuple[Any, Callable[..., Any]]]] = {
 PowerSGD sends plain all-reduces for its first ``start_powerSGD_iter`` steps, then low-rank factors."""
 
 
-def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]:
+def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, HookRun | Refused]:
     """Train ``updates`` SGD steps with each of ``HOOKS`` (same data, same start) and count, with
     ``CommCounter.track``, what the hook sends: bytes and dtypes per update, the final parameters'
     largest distance to the float32 all-reduce run, and whether the ranks agree. A hook the backend
-    refuses (bf16 on gloo) gets ``{"refused": <DDP's message>}``."""
+    refuses (bf16 on gloo) gets a ``Refused`` with DDP's message."""
     info, out, ref = dist_info(), {}, None
     big = info.world_size * setup.micro_batch
     x, y = dataset(updates * big, setup)
@@ -150,7 +210,7 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]
         try:
             ddp.register_comm_hook(*make())
         except TypeError as e:  # bf16 needs NCCL >= 2.10 (or XCCL): gloo refuses it
-            out[name] = {"refused": str(e)}
+            out[name] = Refused(str(e))
             continue
         opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
         counter = CommCounter()
@@ -165,17 +225,17 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, dict[str, Any]]
         ref = params if ref is None else ref
         everyone = [None] * info.world_size
         dist.all_gather_object(everyone, fingerprint(ddp.module))
-        out[name] = {
-            "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
-            "dtypes": sorted({e.dtype for e in counter.events}),
-            "max_diff": (params - ref).abs().max().item(),
-            "ranks_agree": len(set(everyone)) == 1,
-        }
+        out[name] = HookRun(
+            bytes_per_update=[p["bytes"] for p in counter.summary()["per_step"]],
+            dtypes=sorted({e.dtype for e in counter.events}),
+            max_diff=(params - ref).abs().max().item(),
+            ranks_agree=len(set(everyone)) == 1,
+        )
         del ddp, opt
     return out
 
 
-def buffers(pattern: tuple[bool, ...] = (False, False, True, False, False)) -> list[dict[str, Any]]:
+def buffers(pattern: tuple[bool, ...] = (False, False, True, False, False)) -> list[BufferForward]:
     """A model with BatchNorm (buffers) under DDP with its default buffer sync (torch 2.13:
     ``forward_sync_buffers=None``, which means True; ``broadcast_buffers`` is its deprecated name,
     and ``will_sync_module_buffers()`` reads ``forward_sync_buffers``), one forward per
@@ -196,21 +256,20 @@ def buffers(pattern: tuple[bool, ...] = (False, False, True, False, False)) -> l
         before, calls[0] = ddp.require_forward_param_sync, 0
         with ddp.no_sync() if inside else nullcontext():
             ddp(torch.randn(4, 8, generator=g).to(info.device)).sum().backward()
-        rows.append({"no_sync": inside, "flag_before": before, "broadcast": calls[0] > 0,
-                     "flag_after": ddp.require_forward_param_sync})  # fmt: skip
+        rows.append(BufferForward(inside, before, calls[0] > 0, ddp.require_forward_param_sync))
     del ddp
     return rows
 
 
-def measure(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> dict[str, Any]:
+def measure(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> Settings:
     """Every measurement of this module, on this rank (call it on every rank)."""
-    return {
-        "cap_mb": cap_mb,
-        "buckets": first_buckets(cap_mb, setup=setup),
-        "search_us": search_cost(setup=setup),
-        "bucket_view": bucket_view(setup),
-        "step_memory": viewmem.measure(setup, cap_mb),
-        "hooks": hooks(setup=setup),
-        "buffers": buffers(),
-        "param_bytes": sum(p.numel() * p.element_size() for p in model(setup).parameters()),
-    }
+    return Settings(
+        cap_mb=cap_mb,
+        buckets=first_buckets(cap_mb, setup=setup),
+        search_us=search_cost(setup=setup),
+        bucket_view=bucket_view(setup),
+        step_memory=viewmem.measure(setup, cap_mb),
+        hooks=hooks(setup=setup),
+        buffers=buffers(),
+        param_bytes=nbytes(model(setup).parameters()),
+    )

@@ -22,7 +22,7 @@ def test_figures(runs):
     assert len(fig.data) == 2 * 3 and fig.data[0].x == (1, 3)  # 2 loops x (measured, model, old sum)
     worst = max(abs(r.error) for r in rows)
     assert f"(worst {100 * worst:.0f} %)" in fig.layout.title.text
-    fig = figures.hooks(runs[0]["settings"]["hooks"])
+    fig = figures.hooks(runs[0]["settings"].hooks)
     assert list(fig.data[0].x) == ["all-reduce (float32)", "fp16_compress_hook", "PowerSGD rank 1"]  # bf16 refused
 
 
