@@ -92,10 +92,9 @@ def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed
         yield tuple(t[idx] for t in tensors)
 
 
-def micro_batches(
-    x: torch.Tensor, y: torch.Tensor, *, k: int, rank: int = 0, world_size: int = 1
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """This rank's ``k`` micro-batches of one update whose whole batch (over every rank) is ``(x, y)``.
+def micro_batches(*tensors: torch.Tensor, k: int, rank: int = 0, world_size: int = 1) -> list[tuple[torch.Tensor, ...]]:
+    """This rank's ``k`` micro-batches of one update whose whole batch (over every rank) is
+    ``tensors`` (aligned on their first dimension, e.g. ``x, y``): a list of tuples of views.
 
     The one sharding rule of every lab: the batch is cut, in order, into ``world_size * k`` equal
     micro-batches, dealt round robin: micro-batch ``j`` goes to rank ``j % world_size`` as its
@@ -104,10 +103,13 @@ def micro_batches(
     (``world_size=1``) gets the batch cut into ``k`` in order, as a pipeline cuts it."""
     if k < 1 or world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"k={k}, rank={rank}, world_size={world_size}: need k >= 1 and 0 <= rank < world_size")
-    if len(x) != len(y):
-        raise ValueError(f"x has {len(x)} samples but y has {len(y)}: pass aligned inputs and targets")
+    sizes = [len(t) for t in tensors]
+    if not sizes or len(set(sizes)) > 1:
+        raise ValueError(f"tensors with {sizes} samples: pass aligned inputs and targets (the same first dimension)")
     pieces = world_size * k
-    if len(x) % pieces:
-        raise ValueError(f"a batch of {len(x)} samples does not cut into world_size * k = {pieces} equal micro-batches")
-    xs, ys = x.chunk(pieces), y.chunk(pieces)
-    return [(xs[i * world_size + rank], ys[i * world_size + rank]) for i in range(k)]
+    if sizes[0] % pieces:
+        raise ValueError(
+            f"a batch of {sizes[0]} samples does not cut into world_size * k = {pieces} equal micro-batches"
+        )
+    cut = [t.chunk(pieces) for t in tensors]
+    return [tuple(c[i * world_size + rank] for c in cut) for i in range(k)]

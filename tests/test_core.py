@@ -103,6 +103,20 @@ def test_micro_batches_deal_the_batch_round_robin():
         data.micro_batches(x, x, k=5)
     with pytest.raises(ValueError, match="rank=2"):
         data.micro_batches(x, x, k=3, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="aligned"):
+        data.micro_batches(x, x[:12], k=2)
+
+
+def test_a_dict_batch_is_cut_by_the_same_rule():
+    from lab_utils.topics.checkpointing.step_memory import stepper
+
+    batch = {"input_ids": torch.arange(12)[:, None], "labels": -torch.arange(12)[:, None]}
+    micro, _, _ = stepper(torch.nn.Identity(), batch, torch.optim.SGD([torch.zeros(1)], lr=0.1), accumulation=3)
+    rule = data.micro_batches(batch["input_ids"], batch["labels"], k=3)
+    assert len(micro) == 3 and all(
+        torch.equal(mb["input_ids"], x) and torch.equal(mb["labels"], y) for mb, (x, y) in zip(micro, rule)
+    )
+    assert micro[1]["input_ids"].data_ptr() == batch["input_ids"][4].data_ptr()  # a view, not a copy
 
 
 def test_cmp_and_check(capsys):

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from lab_utils.data import micro_batches
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, tensor_bytes
 from lab_utils.stepmem import Anatomy
 
@@ -28,13 +29,10 @@ def stepper(
     accumulation: int = 1,
     autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> tuple[list[dict[str, torch.Tensor]], Callable, Callable[[], None]]:
-    """``(micro, loss, step)``: ``batch`` cut into ``accumulation`` micro-batches, ``loss(mb)``
-    (``model(**mb).loss`` under ``autocast()``) and ``step()`` (every micro-batch, then the update)."""
-    n = len(next(iter(batch.values())))
-    if accumulation < 1 or n % accumulation:
-        raise ValueError(f"accumulation={accumulation}: must be >= 1 and divide the batch of {n} sequences")
-    m = n // accumulation
-    micro = [{key: v[i * m : (i + 1) * m] for key, v in batch.items()} for i in range(accumulation)]
+    """``(micro, loss, step)``: ``batch`` cut into ``accumulation`` micro-batches (by
+    ``data.micro_batches``), ``loss(mb)`` (``model(**mb).loss`` under ``autocast()``) and ``step()``
+    (every micro-batch, then the update)."""
+    micro = [dict(zip(batch, mb)) for mb in micro_batches(*batch.values(), k=accumulation)]
 
     def loss(mb: dict[str, torch.Tensor]) -> torch.Tensor:
         with autocast():
