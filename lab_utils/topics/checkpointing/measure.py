@@ -246,10 +246,9 @@ class AliveActivations:
         return sum(alive.values())
 
 
-def results_table(rows: list[dict], *, base: str | None = None) -> str:
-    """A fixed-width text table of ``compare_strategies`` rows, relative to the ``base`` row
-    (default: the first)."""
-    b = next((r for r in rows if r["name"] == base), rows[0])
+def results_table(rows: list[dict]) -> str:
+    """A fixed-width text table of ``compare_strategies`` rows, relative to the first."""
+    b = rows[0]
     lines = [
         f"{'strategy':<24}{'kept':>11}{'kept/base':>10}{'peak(model)':>13}{'alloc peak':>12}"
         f"{'extra fwd FLOPs':>16}{'re-run calls':>13}{'time':>10}{'time/base':>10}"

@@ -19,7 +19,7 @@ __all__ = ["PackCounter"]
 
 class PackCounter:
     """``hooks`` (e.g. ``save_on_cpu()``) with its pack hook counted, each storage once:
-    ``activation_bytes``, ``param_bytes`` (``params``' storages), ``tensors``; ``exclude`` not counted."""
+    ``activation_bytes`` and ``param_bytes`` (``params``' storages); ``exclude`` not counted."""
 
     def __init__(
         self,
@@ -35,11 +35,9 @@ class PackCounter:
         self._seen: set[int] = {t.untyped_storage().data_ptr() for t in exclude}
         self.activation_bytes = 0
         self.param_bytes = 0
-        self.tensors = 0
         inner = hooks.pack_hook
 
         def pack(t: torch.Tensor):
-            self.tensors += 1
             key = t.untyped_storage().data_ptr()
             if key not in self._seen:
                 self._seen.add(key)

@@ -13,7 +13,6 @@ and whether the ranks' ``.grad`` agree.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from contextlib import nullcontext
 from typing import Any
@@ -24,6 +23,7 @@ import torch.distributed as dist
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
+from lab_utils.memory import _quiet_native_output
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
 __all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]
@@ -37,16 +37,9 @@ reducer's hook returns before it, so none are recorded inside ``no_sync``."""
 
 @contextlib.contextmanager
 def quiet_profile() -> Iterator[torch.autograd.profiler.profile]:
-    """The autograd profiler with its C++ start/stop lines (one per rank each time) kept off stderr."""
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        with torch.autograd.profiler.profile(use_kineto=False) as prof:
-            yield prof
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
+    """The autograd profiler with its C++ start/stop lines (one per rank each time) kept off the terminal."""
+    with _quiet_native_output(), torch.autograd.profiler.profile(use_kineto=False) as prof:
+        yield prof
 
 
 class ReducerSpy:

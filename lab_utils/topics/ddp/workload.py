@@ -95,8 +95,8 @@ def wrap(module: nn.Module, bucket_cap_mb: float | None = 25, **ddp_kwargs: Any)
 @dataclass(frozen=True)
 class UpdateRun:
     """What ``train`` measured on one rank: per update the all-reduces and bytes the comm hook
-    counted, the parameters' bytes, the final parameters' fingerprint and (``return_params``) the
-    parameters, flat float64 on the CPU."""
+    counted, the parameters' bytes, the final parameters' fingerprint and the parameters, flat
+    float64 on the CPU."""
 
     k: int
     world_size: int
@@ -105,7 +105,7 @@ class UpdateRun:
     bytes_per_update: list[int]
     param_bytes: int
     fingerprint: str
-    params: torch.Tensor | None = None
+    params: torch.Tensor
 
 
 def train(
@@ -115,7 +115,6 @@ def train(
     updates: int = 2,
     bucket_cap_mb: float | None = 25,
     setup: Setup = DEFAULT,
-    return_params: bool = True,
 ) -> UpdateRun:
     """On this rank: ``updates`` calls of ``update(ddp, optimizer, micro_batches)`` with K
     micro-batches each, DDP's all-reduces counted by a comm hook, measured from outside."""
@@ -143,7 +142,7 @@ def train(
         bytes_per_update=[p["bytes"] for p in per_step],
         param_bytes=sum(param_bytes(ddp.module)),
         fingerprint=fingerprint(ddp.module),
-        params=flat(ddp.module, dtype=torch.float64) if return_params else None,
+        params=flat(ddp.module, dtype=torch.float64),
     )
     del ddp, opt, counter
     return out

@@ -24,18 +24,16 @@ from lab_utils.flat import flat
 __all__ = ["model", "dataset", "large_batch_reference", "compute_seconds"]
 
 
-def model(width: int = 128, depth: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float64) -> nn.Sequential:
-    """``depth`` blocks Linear(width, width) + GELU: every parameter's first dim is ``width``."""
-    return models.mlp(width=width, depth=depth, seed=seed, dtype=dtype)
+def model(width: int = 128, depth: int = 4) -> nn.Sequential:
+    """``depth`` float64 blocks Linear(width, width) + GELU, seeded: every parameter's first dim is ``width``."""
+    return models.mlp(width=width, depth=depth, seed=0, dtype=torch.float64)
 
 
-def dataset(
-    n: int, width: int, *, seed: int = 1, dtype: torch.dtype = torch.float64
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` random inputs and regression targets of size ``width``."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, width, generator=g, dtype=dtype)
-    return x, torch.randn(n, width, generator=g, dtype=dtype)
+def dataset(n: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` seeded float64 random inputs and regression targets of size ``width``."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, width, generator=g, dtype=torch.float64)
+    return x, torch.randn(n, width, generator=g, dtype=torch.float64)
 
 
 def large_batch_reference(

@@ -44,14 +44,14 @@ class ClassificationDataset(torch.utils.data.Dataset):
 
 
 def make_splits(
-    n_train: int = 256, n_val: int = 128, *, max_len: int = 24, seed: int = 0, record: bool = True
+    n_train: int = 256, n_val: int = 128, *, max_len: int = 24, seed: int = 0
 ) -> tuple[ClassificationDataset, ClassificationDataset]:
     """Train and validation splits of ``lab_utils.data.token_classification`` (label 1 iff a
     sequence holds more 'high' tokens than 'low' ones): a signal a tiny transformer can learn."""
     if n_train < 1 or n_val < 1:
         raise ValueError(f"make_splits(n_train={n_train}, n_val={n_val}): both must be >= 1")
     ids, mask, labels = token_classification(n_train + n_val, max_len=max_len, seed=seed)
-    train = ClassificationDataset(ids[:n_train], mask[:n_train], labels[:n_train], record=record)
+    train = ClassificationDataset(ids[:n_train], mask[:n_train], labels[:n_train], record=True)
     val = ClassificationDataset(ids[n_train:], mask[n_train:], labels[n_train:])
     return train, val
 
@@ -84,7 +84,7 @@ def compute_metrics(eval_pred: Any) -> dict[str, float]:
     return accuracy_f1(logits, labels)
 
 
-def build_model(*, n_layer: int = 2, n_embd: int = 64, seed: int = 0) -> torch.nn.Module:
+def build_model() -> torch.nn.Module:
     """``lab_utils.models.tiny_classifier`` (GPT-2 from a config, 2 labels), offline, fixed init."""
     offline()
-    return tiny_classifier(num_labels=2, n_layer=n_layer, n_embd=n_embd, seed=seed)
+    return tiny_classifier(num_labels=2, n_layer=2, n_embd=64, seed=0)

@@ -29,8 +29,6 @@ def run_accelerate(
     accumulation: int = 2,
     micro_batches: int = 32,
     batchnorm: bool = False,
-    lr: float = 0.1,
-    seed: int = 0,
     **loop_kwargs: Any,
 ) -> dict[str, Any]:
     """Call ``loop(accelerator, model, optimizer, scheduler, dataloader, **loop_kwargs)`` on this
@@ -45,10 +43,10 @@ def run_accelerate(
             f"create Accelerator(cpu=True) inside the rank function (on CPU), after the process group exists"
         )
     batch = task.TASK["batch"]
-    x, y, _, _ = task.make_data(world, per_rank=micro_batches * batch, eval_n=16, seed=seed)
+    x, y, _, _ = task.make_data(world, per_rank=micro_batches * batch, eval_n=16)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
-    model = task.make_model(seed=seed, batchnorm=batchnorm)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model = task.make_model(batchnorm=batchnorm)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
     with LoopMeter(direct=True) as meter:  # barriers too: LocalSGD waits for everyone before each averaging

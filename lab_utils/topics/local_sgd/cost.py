@@ -67,9 +67,7 @@ def step_time(
     return t + sum(serial_seconds(ops, _link(link, p), p) for p, ops in _ops(after, world_size).items())
 
 
-def elapsed_seconds(
-    run: Run, link: Links, world_size: int, step_seconds: float, *, backward_share: float = 2 / 3
-) -> list[float]:
+def elapsed_seconds(run: Run, link: Links, world_size: int, step_seconds: float) -> list[float]:
     """Cumulative seconds after each step (see :func:`step_time`); collectives counted after
     the last step (an averaging at exit) are added to the end."""
     by_step: dict[int, list[CommEvent]] = {}
@@ -77,7 +75,7 @@ def elapsed_seconds(
         by_step.setdefault(e.step, []).append(e)
     out, t = [], 0.0
     for s in range(run.steps):
-        t += step_time(by_step.get(s, []), link, world_size, step_seconds, backward_share=backward_share)
+        t += step_time(by_step.get(s, []), link, world_size, step_seconds)
         out.append(t)
     if out:
         late = [e for s, evs in by_step.items() if s >= run.steps for e in evs]

@@ -86,7 +86,8 @@ class Recorder:
             if self.spread:
                 self.drift.append(_drift(self.model))
             if step % self.eval_every == 0:
-                self.eval_curve.append((step, _eval_of_mean(self.model, self.x_eval, self.y_eval)))
+                loss = eval_of_mean(self.model, lambda m: F.cross_entropy(m(self.x_eval), self.y_eval).item())
+                self.eval_curve.append((step, loss))
         self.counter.mark_step()
         self._t = time.perf_counter()
 
@@ -102,12 +103,14 @@ def _drift(model: nn.Module) -> float:
     return d.item()
 
 
-def _eval_of_mean(model: nn.Module, x_eval: torch.Tensor, y_eval: torch.Tensor) -> float:
-    """Held-out loss of the mean of the ranks' models (what averaging now would give)."""
+def eval_of_mean(model: nn.Module, loss_of: Callable[[nn.Module], Any]) -> Any:
+    """``loss_of(model)`` without gradients for the mean of the ranks' models (what averaging now
+    would give); each rank's model keeps its own parameters."""
     with torch.no_grad():
         saved = [p.detach().clone() for p in model.parameters()]
-        mean_over_ranks(model.parameters())
-        loss = F.cross_entropy(model(x_eval), y_eval).item()
+        if dist.is_initialized():
+            mean_over_ranks(model.parameters())
+        loss = loss_of(model)
         for p, v in zip(model.parameters(), saved):
             p.copy_(v)
     return loss

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
-from lab_utils.flat import mean_over_ranks
 from lab_utils.topics.local_sgd import task
+from lab_utils.topics.local_sgd.record import Recorder, eval_of_mean
 
 __all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
 
@@ -77,27 +76,17 @@ class _Log:
         self.curve: list[tuple[int, list[float]]] = []
         self.steps = 0
 
-    def watch(self, ddp: nn.parallel.DistributedDataParallel) -> nn.parallel.DistributedDataParallel:
-        self.counter.attach(ddp)
-        return ddp
+    watch = Recorder.watch
 
     def __call__(self, loss: torch.Tensor) -> None:
         self.steps += 1
         if self.steps in self.at:
             with self.counter.paused():
-                self.curve.append((self.steps, _eval_of_mean(self.model, self.x_eval, self.y_eval)))
+                losses = eval_of_mean(
+                    self.model, lambda m: F.cross_entropy(m(self.x_eval), self.y_eval, reduction="none")
+                )
+                self.curve.append((self.steps, [round(v, 6) for v in losses.mean(1).tolist()]))
         self.counter.mark_step()
-
-
-def _eval_of_mean(model: SeedStack, x_eval: torch.Tensor, y_eval: torch.Tensor) -> list[float]:
-    with torch.no_grad():
-        saved = [p.detach().clone() for p in model.parameters()]
-        if dist.is_initialized():
-            mean_over_ranks(model.parameters())
-        losses = F.cross_entropy(model(x_eval), y_eval, reduction="none").mean(1)
-        for p, v in zip(model.parameters(), saved):
-            p.copy_(v)
-    return [round(v, 6) for v in losses.tolist()]
 
 
 def run_seeds(

@@ -12,6 +12,7 @@ of the batch-mean loss into the stage's parameters and returns nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -107,33 +108,23 @@ def measure(
     return out
 
 
-def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chunks: int = 2) -> dict[str, Any]:
-    """Run ``step_fn(parts, inputs, targets)`` with ``chunks`` stages per rank (rank r holds
-    ``parts = {r: ..., r + p: ...}`` of p x chunks stages, e.g. for ``ScheduleInterleaved1F1B``):
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> dict[str, Any]:
+    """Run ``step_fn(parts, inputs, targets)`` with two stages per rank (rank r holds
+    ``parts = {r: ..., r + p: ...}`` of 2p stages, e.g. for ``ScheduleInterleaved1F1B``):
     one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
     me = dist_info()
     rank, p, dev = me.rank, me.world_size, me.device
-    n = p * chunks
-    parts = stages.split(stages.model(spec), n)
-    mine = {rank + k * p: parts[rank + k * p].to(dev) for k in range(chunks)}
+    parts = stages.split(stages.model(spec), 2 * p)
+    mine = {idx: parts[idx].to(dev) for idx in (rank, rank + p)}
     xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
-
-    def step() -> None:
-        step_fn(mine, xs, ys)
-
-    step()  # warm-up
+    step_fn(mine, xs, ys)  # warm-up
     for part in mine.values():
         part.zero_grad(set_to_none=True)
-    recorders = [timeline.Recorder(part, idx) for idx, part in mine.items()]
     dist.barrier()
-    for rec in recorders:
-        rec.__enter__()
-    try:
+    with contextlib.ExitStack() as stack:
+        recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
         with traffic.counter().track() as sent:
-            step()
-    finally:
-        for rec in recorders:
-            rec.__exit__(None, None, None)
+            step_fn(mine, xs, ys)
     t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
     shifted = (
         dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
@@ -153,13 +144,12 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, chu
 def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     """Bytes real DDP all-reduces for one backward of the whole model on this rank's share (in all
     and per bucket, counted by ``CommCounter``); run on every rank."""
-    dev = dist_info().device
-    net = stages.model(spec).to(dev)
+    me = dist_info()
+    net = stages.model(spec).to(me.device)
     ddp = DDP(net)
     counter = CommCounter()
     counter.attach(ddp)
-    x, y = (t.to(dev) for t in stages.batch(spec))
-    me = dist_info()
+    x, y = (t.to(me.device) for t in stages.batch(spec))
     (share,) = data.micro_batches(x, y, k=1, rank=me.rank, world_size=me.world_size)
     stages.loss_fn(ddp(share[0]), share[1]).backward()
     out = {

@@ -59,8 +59,8 @@ class Recorder:
     """Context manager: records every forward and backward of ``stage`` as Events, and in ``live``
     the bytes it holds for backward (``live.peak``: the most at once)."""
 
-    def __init__(self, stage: nn.Module, stage_index: int, *, measure_saved: bool = True):
-        self.stage, self.index, self.measure_saved = stage, stage_index, measure_saved
+    def __init__(self, stage: nn.Module, stage_index: int):
+        self.stage, self.index = stage, stage_index
         self.params = [p for p in stage.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError(
@@ -91,9 +91,8 @@ class Recorder:
         # The data a stage is given without a gradient (the batch, on stage 0) is not an
         # activation of this stage: it lives anyway, and views of it would count the whole batch.
         data = [a for a in args if isinstance(a, torch.Tensor) and not a.requires_grad]
-        meter = LiveMeter(self.live, self.params + data) if self.measure_saved else None
-        if meter is not None:
-            meter.__enter__()
+        meter = LiveMeter(self.live, self.params + data)
+        meter.__enter__()
         self._open = {"t0": self._now(), "meter": meter, "mb": self._n_forward}
         self._n_forward += 1
 
@@ -102,11 +101,8 @@ class Recorder:
         if o is None:
             return
         self._open = None
-        saved = 0
-        if o["meter"] is not None:
-            o["meter"].__exit__(None, None, None)
-            saved = o["meter"].total_bytes
-        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), saved, self.live.now))
+        o["meter"].__exit__(None, None, None)
+        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), o["meter"].total_bytes, self.live.now))
         out = output[0] if isinstance(output, (tuple, list)) else output
         if isinstance(out, torch.Tensor) and out.requires_grad:
             mb = o["mb"]
@@ -203,14 +199,14 @@ def replay(
     return out
 
 
-def median_bubble(results: Sequence[dict], m: int, *, replayed: bool = False, slots: bool = False) -> float:
+def median_bubble(results: Sequence[dict], m: int, *, slots: bool = False) -> float:
     """Median over the repeats of ``runs.measure`` results of the bubble at m micro-batches:
-    measured, ``replayed`` (communication free) or ``slots`` (the order alone, see ``replay``)."""
+    measured, or with ``slots`` that of the order alone (see ``replay``)."""
     n = len(results[0]["runs"][m]["events"])
     per_repeat = []
     for i in range(n):
         evs = [r["runs"][m]["events"][i] for r in results]
-        per_repeat.append(bubble(replay(evs, slots=slots) if (replayed or slots) else evs))
+        per_repeat.append(bubble(replay(evs, slots=True) if slots else evs))
     return sorted(per_repeat)[n // 2] if n % 2 else sum(sorted(per_repeat)[n // 2 - 1 : n // 2 + 1]) / 2
 
 

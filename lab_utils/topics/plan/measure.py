@@ -29,7 +29,7 @@ from lab_utils.topics.checkpointing.step_memory import measure_anatomy, stepper
 __all__ = ["build", "step_parts", "process_peak"]
 
 
-def build(shape: Shape, *, seed: int = 0) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+def build(shape: Shape) -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """A ``LlamaForCausalLM`` of ``shape`` (random weights, sdpa, no download) and a batch of
     ``shape.batch`` random sequences of ``shape.seq`` tokens (labels = inputs)."""
     if shape.arch != "llama":
@@ -48,12 +48,12 @@ def build(shape: Shape, *, seed: int = 0) -> tuple[nn.Module, dict[str, torch.Te
         use_cache=False,
         attn_implementation="sdpa",
     )
-    torch.manual_seed(seed)
+    torch.manual_seed(0)
     model = LlamaForCausalLM(cfg)
     model.loss_type = "ForCausalLM"
     if shape.checkpointing:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=g)
     return model, {"input_ids": ids, "labels": ids}
 
@@ -76,12 +76,12 @@ def _stepper(shape: Shape, model: nn.Module, batch: dict[str, torch.Tensor]) -> 
     return stepper(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))[2]
 
 
-def step_parts(shape: Shape, *, seed: int = 0, device: str = "cpu") -> Anatomy:
+def step_parts(shape: Shape, *, device: str = "cpu") -> Anatomy:
     """One step of a model of ``shape`` measured part by part (``measure_anatomy``, bf16 autocast if
     the shape says so): the CPU profiler's peak, or CUDA's with ``device="cuda"``."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
-    model, batch = build(shape, seed=seed)
+    model, batch = build(shape)
     model.to(device)
     batch = {k: v.to(device) for k, v in batch.items()}
     opt = _optimizer(shape, model)
