@@ -14,9 +14,14 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "legend_beside", "bars", "grouped", "lines", "modelled", "slider_over", "PALETTE"]
+__all__ = ["style", "legend_beside", "bars", "grouped", "lines", "modelled", "slider_over", "PALETTE", "palette"]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def palette(i: int) -> str:
+    """The ``i``-th colour of ``PALETTE``, cycling."""
+    return PALETTE[i % len(PALETTE)]
 
 
 def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", height: int = 420) -> go.Figure:
@@ -86,7 +91,7 @@ def grouped(
     series = list(next(iter(values.values())))
     fig = go.Figure(
         [
-            go.Bar(x=xs, y=[values[x][s] * scale for x in xs], name=s, marker_color=PALETTE[i % len(PALETTE)])
+            go.Bar(x=xs, y=[values[x][s] * scale for x in xs], name=s, marker_color=palette(i))
             for i, s in enumerate(series)
         ]
     )
@@ -109,7 +114,7 @@ def lines(
     fig = go.Figure()
     for i, (name, ys) in enumerate(series.items()):
         xs = list(x) if x is not None else list(range(len(ys)))
-        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name, line=dict(color=PALETTE[i % len(PALETTE)])))
+        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name, line=dict(color=palette(i))))
     style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
     if log_y:
         fig.update_yaxes(type="log")

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, legend_beside, style
+from lab_utils.plots import legend_beside, palette, style
 
 __all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
@@ -101,7 +101,7 @@ def tradeoff(
         look = dict(line=dict(color="#999"), marker=dict(size=5, color="#999"), line_shape="hv")
         traces.append(go.Scatter(x=fx, y=fy, mode="lines+markers", name="optimal front (planner)", **look))
     for i, p in enumerate(points):
-        marker = dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle"))
+        marker = dict(size=13, color=palette(i), symbol=p.get("symbol", "circle"))
         label = dict(mode="markers+text", text=[p["name"]], textposition="top center", name=p["name"])
         traces.append(go.Scatter(x=[p["memory"]], y=[p[y]], marker=marker, **label))
     fig.add_traces(traces, rows=1, cols=1)
@@ -178,7 +178,7 @@ def segment_curves(
     length), and labelled markers (``marks``: name -> [(k, peak), ...], e.g. "sqrt(N)", "best")."""
     fig = go.Figure()
     for i, (name, (ks, peaks)) in enumerate(curves.items()):
-        fig.add_trace(go.Scatter(x=list(ks), y=list(peaks), mode="lines", name=name, line=dict(color=PALETTE[i])))
+        fig.add_trace(go.Scatter(x=list(ks), y=list(peaks), mode="lines", name=name, line=dict(color=palette(i))))
     symbols = ["diamond", "star", "square", "x"]
     for j, (name, pts) in enumerate(marks.items()):
         fig.add_trace(
@@ -203,7 +203,7 @@ def memory_timeline(
     backward starts and, with ``model_peaks``, the planner's modelled peak dotted in the same colour."""
     fig = go.Figure()
     for i, (name, tl) in enumerate(timelines.items()):
-        color = PALETTE[i % len(PALETTE)]
+        color = palette(i)
         ys = [v / 2**20 for v in tl.live]
         fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=name, line=dict(color=color)))
         b = min(tl.backward_at, len(ys) - 1)

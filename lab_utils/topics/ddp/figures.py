@@ -22,7 +22,7 @@ import ipywidgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, modelled, style
+from lab_utils.plots import PALETTE, modelled, palette, style
 from lab_utils.simnet import LINKS, Link
 from lab_utils.topics.ddp.sweep import Row, Sweep, update_seconds
 from lab_utils.topics.ddp.workload import UpdateRun
@@ -35,7 +35,7 @@ _YES, _NO = "#d8f3dc", "#f1f1f1"
 
 
 def _color(name: str, i: int) -> str:
-    return COLORS.get(name, PALETTE[i % len(PALETTE)])
+    return COLORS.get(name, palette(i))
 
 
 def comm(
@@ -96,7 +96,7 @@ def buckets(
     for s in range(n):
         ys = [v[s] if s < len(v) else 0 for v in per_step.values()]
         name = f"backward {s + 1}" + (" (before rebuild)" if s == 0 else "")
-        fig.add_trace(go.Bar(x=labels, y=ys, name=name, text=ys, marker_color=PALETTE[s % len(PALETTE)]))
+        fig.add_trace(go.Bar(x=labels, y=ys, name=name, text=ys, marker_color=palette(s)))
     fig.update_layout(barmode="group")
     style(fig, title=title, xaxis="bucket_cap_mb", yaxis="all-reduces")
     return fig.update_layout(margin=dict(t=100))  # room for the legend under the title

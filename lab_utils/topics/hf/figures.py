@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, lines, style
+from lab_utils.plots import lines, palette, style
 
 __all__ = ["loss_match", "sync_timeline", "lr_schedules"]
 
@@ -24,7 +24,7 @@ def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, titl
                 y=list(ys),
                 mode="lines+markers",
                 name=name,
-                line=dict(color=PALETTE[i], dash="solid" if i == 0 else "dot"),
+                line=dict(color=palette(i), dash="solid" if i == 0 else "dot"),
                 marker=dict(size=7 if i == 0 else 4),
             )
         )
@@ -56,12 +56,12 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
             "scheduler position (cumulative)",
         ],
     )
-    colors = [PALETTE[2] if s else PALETTE[7] for s in run["sync"]]
+    colors = [palette(2) if s else palette(7) for s in run["sync"]]
     fig.add_trace(
         go.Bar(x=x, y=run["collectives"], marker_color=colors, name="collectives", showlegend=False), row=1, col=1
     )
     for row, key in ((2, "optimizer_steps"), (3, "scheduler_steps")):
-        line = dict(color=PALETTE[row - 2])
+        line = dict(color=palette(row - 2))
         trace = go.Scatter(
             x=x, y=run[key], mode="lines+markers", line_shape="hv", name=key.replace("_", " "), line=line
         )

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.plots import PALETTE, modelled, style
+from lab_utils.plots import modelled, palette, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
 from lab_utils.topics.local_sgd.record import Run
@@ -22,12 +22,8 @@ def _measured(title: str) -> str:
     return title if title.startswith("measured") else f"measured: {title}"
 
 
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
 def _line(x, y, name: str, i: int, *, mode: str = "lines", **kw) -> go.Scatter:
-    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=_color(i)), **kw)
+    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=palette(i)), **kw)
 
 
 def spread(run: Run, *, title: str = "") -> go.Figure:
@@ -44,7 +40,7 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
             y=[drift[s] for s in synced],
             mode="markers",
             name="after averaging",
-            marker=dict(color=_color(3), size=9, symbol="x"),
+            marker=dict(color=palette(3), size=9, symbol="x"),
         )
     )
     return style(
@@ -79,7 +75,7 @@ def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, titl
             y=ys,
             text=[f"{y / 1e6:.2f} MB" for y in ys],
             textposition="outside",
-            marker_color=[_color(i) for i in range(len(names))],
+            marker_color=[palette(i) for i in range(len(names))],
         )
     )
     style(fig, title=title or "bytes sent per rank (counted)", yaxis="bytes (log scale)")
@@ -124,7 +120,7 @@ def totals(
                     y=[d, d],
                     mode="lines",
                     showlegend=False,
-                    line=dict(color=_color(i), dash="dot"),
+                    line=dict(color=palette(i), dash="dot"),
                     hovertext=f"DDP on {lname}",
                 )
             )
@@ -162,9 +158,9 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
         down = dict(size=11, symbol="triangle-down")
         for xs, dy, label, marker in (
             (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
-            (ups, 0, "optimizer update", dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3))),
-            (avg[True], 0.25, "averaging after an update", dict(color=_color(2), **down)),
-            (avg[False], 0.25, "averaging inside a window", dict(color=_color(3), **down)),
+            (ups, 0, "optimizer update", dict(color=palette(0), size=10, symbol="line-ns-open", line=dict(width=3))),
+            (avg[True], 0.25, "averaging after an update", dict(color=palette(2), **down)),
+            (avg[False], 0.25, "averaging inside a window", dict(color=palette(3), **down)),
         ):
             legend = row == 0 if dy == 0 else bool(xs) and label not in shown  # averagings: the first row that has one
             fig.add_trace(
@@ -195,7 +191,7 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
         xs = [s / per_round for s, _ in curve]
         lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
         mean = [sum(v) / len(v) for _, v in curve]
-        c = _color(i)
+        c = palette(i)
         fig.add_trace(
             go.Scatter(
                 x=xs + xs[::-1],
@@ -237,7 +233,7 @@ def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> g
                 y=mean,
                 mode="lines+markers",
                 name=f"outer momentum {mu:g}" + (" (Nesterov)" if mu > 0 else ""),
-                line=dict(color=_color(i)),
+                line=dict(color=palette(i)),
                 error_y=dict(
                     type="data",
                     symmetric=False,

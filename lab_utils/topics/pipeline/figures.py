@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import PALETTE, grouped, legend_beside, modelled, style
+from lab_utils.plots import grouped, legend_beside, modelled, palette, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
@@ -28,7 +28,7 @@ def _traces(events_per_row: Sequence[Iterable[Event]], showlegend: bool, label: 
     t0 = min((e.start for _, e in rows), default=0.0)
     traces = []
     for i, e in sorted(rows, key=lambda r: (r[1].kind != "F", r[1].micro_batch, r[0])):
-        color = PALETTE[e.micro_batch % len(PALETTE)]
+        color = palette(e.micro_batch)
         traces.append(
             go.Bar(
                 y=[f"{label} {i}"],
@@ -82,8 +82,8 @@ def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
         [
             go.Scatter(x=xs, y=[r[key] for r in rows], mode="lines+markers", name=name, marker=dict(size=size, color=c))
             for key, name, size, c in (
-                ("measured", "measured idle", 10, PALETTE[0]),
-                ("blocked", "blocked in send / recv", 8, PALETTE[1]),
+                ("measured", "measured idle", 10, palette(0)),
+                ("blocked", "blocked in send / recv", 8, palette(1)),
             )
         ]
     )
@@ -110,7 +110,7 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
     for i, p in enumerate(sorted({r["p"] for r in rows})):
         mine = sorted((r for r in rows if r["p"] == p), key=lambda r: r["m"])
         ms = [r["m"] for r in mine]
-        color = PALETTE[i % len(PALETTE)]
+        color = palette(i)
         grid = list(range(1, max(ms) + 1))
         fig.add_trace(
             go.Scatter(
@@ -146,7 +146,7 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
                 text=[fmt_bytes(b) for b in per_stage],
                 textposition="auto",
                 name=name,
-                marker_color=PALETTE[i % len(PALETTE)],
+                marker_color=palette(i),
             )
         )
     fig.update_layout(barmode="group")
