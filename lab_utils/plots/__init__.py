@@ -40,13 +40,10 @@ def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", 
     return fig
 
 
-LEGEND_BESIDE = dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top")
-
-
 def legend_beside(fig: go.Figure) -> go.Figure:
     """The legend in a column right of the plot: for a figure whose legend, above the plot, would
     wrap onto the title or cover its subplots' titles (many entries, or subplots)."""
-    fig.update_layout(legend=LEGEND_BESIDE)
+    fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"))
     return fig
 
 
@@ -61,7 +58,6 @@ def bars(
     title: str = "",
     yaxis: str = "",
     text_format: str = "{:g}",
-    colors: Sequence[str] | None = None,
 ) -> go.Figure:
     """One bar per key, its value written on it."""
     names, ys = list(values), list(values.values())
@@ -71,7 +67,7 @@ def bars(
             y=ys,
             text=[text_format.format(v) for v in ys],
             textposition="auto",
-            marker_color=list(colors or PALETTE[: len(names)]),
+            marker_color=PALETTE[: len(names)],
         )
     )
     return style(fig, title=title, yaxis=yaxis)
@@ -84,9 +80,9 @@ def grouped(
     xaxis: str = "",
     yaxis: str = "",
     scale: float = 1.0,
-    log_y: bool = False,
 ) -> go.Figure:
-    """Grouped bars from ``{x: {series: value}}`` (e.g. ``{link: {method: seconds}}``), values x ``scale``."""
+    """Grouped bars from ``{x: {series: value}}`` (e.g. ``{link: {method: seconds}}``), values x ``scale``,
+    on a log y axis."""
     xs = list(values)
     series = list(next(iter(values.values())))
     fig = go.Figure(
@@ -96,25 +92,24 @@ def grouped(
         ]
     )
     fig.update_layout(barmode="group")
-    if log_y:
-        fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log")
     return style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
 
 
 def lines(
     series: Mapping[str, Sequence[float]],
     *,
-    x: Sequence[float] | None = None,
     title: str = "",
     xaxis: str = "",
     yaxis: str = "",
     log_y: bool = False,
 ) -> go.Figure:
-    """One line per key over ``x`` (default 0, 1, 2, ...)."""
+    """One line per key over 0, 1, 2, ..."""
     fig = go.Figure()
     for i, (name, ys) in enumerate(series.items()):
-        xs = list(x) if x is not None else list(range(len(ys)))
-        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name, line=dict(color=palette(i))))
+        fig.add_trace(
+            go.Scatter(x=list(range(len(ys))), y=list(ys), mode="lines", name=name, line=dict(color=palette(i)))
+        )
     style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
     if log_y:
         fig.update_yaxes(type="log")

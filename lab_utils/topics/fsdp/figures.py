@@ -94,7 +94,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
 def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds per update (``{link: {mode: seconds}}``), log scale."""
     title = modelled("One update on each link, collectives overlapping compute (a lower bound)")
-    return grouped(seconds, title=title, yaxis="seconds (log)", log_y=True)
+    return grouped(seconds, title=title, yaxis="seconds (log)")
 
 
 def checkpointing(saved: Mapping[str, int]) -> go.Figure:

@@ -160,4 +160,4 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
     title = modelled("one step, communication overlapping compute")
-    return grouped(seconds, title=title, xaxis="link", yaxis="ms (log)", scale=1e3, log_y=True)
+    return grouped(seconds, title=title, xaxis="link", yaxis="ms (log)", scale=1e3)
