@@ -40,7 +40,7 @@ def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, titl
     )
 
 
-def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
+def sync_timeline(run: Mapping[str, Any]) -> go.Figure:
     """Per micro-batch of one rank: collectives, whether the gradients synced, and the inner
     optimizer's and scheduler's step counts (they move only on sync steps)."""
     n = len(run["sync"])
@@ -68,8 +68,7 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
         fig.add_trace(trace, row=row, col=1)
     style(
         fig,
-        title=title
-        or f"What Accelerate does on each micro-batch (rank {run.get('rank', 0)} of "
+        title=f"What Accelerate does on each micro-batch (rank {run.get('rank', 0)} of "
         f"{run.get('num_processes', 1)}; green = sync step)",
         height=560,
     )
@@ -78,11 +77,11 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
     return fig
 
 
-def lr_schedules(series: Mapping[str, Sequence[float]], *, title: str = "") -> go.Figure:
+def lr_schedules(series: Mapping[str, Sequence[float]]) -> go.Figure:
     """Learning rate after each micro-batch, one line per way of stepping the scheduler."""
     fig = lines(
         series,
-        title=title or "The same linear schedule, stepped three ways",
+        title="The same linear schedule, stepped three ways",
         xaxis="micro-batch",
         yaxis="learning rate",
     )

@@ -51,10 +51,10 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
     )
 
 
-def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def loss(runs: Mapping[str, Run], names: Sequence[str], *, title: str = "") -> go.Figure:
     """Held-out loss of the ranks' mean model against optimizer steps."""
     fig = go.Figure()
-    for i, name in enumerate(names or list(runs)):
+    for i, name in enumerate(names):
         curve = runs[name].eval_curve
         fig.add_trace(_line([s for s, _ in curve], [v for _, v in curve], name, i))
     return style(
@@ -65,9 +65,9 @@ def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: 
     )
 
 
-def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def traffic(runs: Mapping[str, Run], names: Sequence[str]) -> go.Figure:
     """Counted bytes each rank sent, log scale."""
-    names = list(names or runs)
+    names = list(names)
     ys = [runs[n].comm["bytes"] for n in names]
     fig = go.Figure(
         go.Bar(
@@ -78,17 +78,17 @@ def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, titl
             marker_color=[palette(i) for i in range(len(names))],
         )
     )
-    style(fig, title=title or "bytes sent per rank (counted)", yaxis="bytes (log scale)")
+    style(fig, title="bytes sent per rank (counted)", yaxis="bytes (log scale)")
     fig.update_yaxes(type="log")
     return fig
 
 
 def wallclock(
-    runs: Mapping[str, Run], link: Link, world_size: int, step_seconds: float, names: Sequence[str] | None = None
+    runs: Mapping[str, Run], link: Link, world_size: int, step_seconds: float, names: Sequence[str]
 ) -> go.Figure:
     """Held-out loss against time: measured compute per step + modelled communication on ``link``."""
     fig = go.Figure()
-    for i, name in enumerate(names or list(runs)):
+    for i, name in enumerate(names):
         r = runs[name]
         t = elapsed_seconds(r, link, world_size, step_seconds)
         xs, ys = [t[s - 1] for s, _ in r.eval_curve], [v for _, v in r.eval_curve]

@@ -58,7 +58,7 @@ def timeline(events_per_stage: Sequence[Iterable[Event]], *, title: str = "") ->
     return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
 
 
-def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "") -> go.Figure:
+def timelines(runs: Mapping[str, Sequence[Iterable[Event]]]) -> go.Figure:
     """Several timelines (e.g. one per schedule) stacked on a shared time axis, a row per rank
     (a rank may run several stages: the hover text says which)."""
     names = list(runs)
@@ -68,7 +68,7 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "")
             fig.add_trace(tr, row=i, col=1)
         fig.update_yaxes(autorange="reversed", row=i, col=1)
     fig.update_layout(barmode="overlay")
-    style(fig, title=title or "the same step under each schedule (measured)", height=170 + 150 * len(names))
+    style(fig, title="the same step under each schedule (measured)", height=170 + 150 * len(names))
     legend_beside(fig)
     fig.update_xaxes(title_text="ms since the step began", row=len(names), col=1)
     return fig

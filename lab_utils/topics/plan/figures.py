@@ -36,7 +36,7 @@ def fit(peaks: Mapping[bool, Sequence[tuple[int, float]]], budget: float, *, tit
         )
     fig.add_hline(y=budget / 2**20, line_dash="dash", annotation_text="budget")
     fig.update_xaxes(type="log", tickvals=sorted({k for pts in peaks.values() for k, _ in pts}))
-    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)", height=420)
+    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)")
 
 
 def plan(plans: Sequence[Plan], hw: Hardware, *, title: str = "") -> go.Figure:
