@@ -14,7 +14,18 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "legend_beside", "bars", "grouped", "lines", "modelled", "slider_over", "PALETTE", "palette"]
+__all__ = [
+    "style",
+    "legend_beside",
+    "bars",
+    "grouped",
+    "lines",
+    "modelled",
+    "slider_over",
+    "level",
+    "PALETTE",
+    "palette",
+]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
@@ -45,6 +56,12 @@ def legend_beside(fig: go.Figure) -> go.Figure:
     wrap onto the title or cover its subplots' titles (many entries, or subplots)."""
     fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"))
     return fig
+
+
+def level(x0: float, x1: float, y: float, **kw) -> go.Scatter:
+    """A horizontal line from ``x0`` to ``x1`` at ``y``, as a trace: unlike ``add_hline`` it can
+    have hover text and a legend entry."""
+    return go.Scatter(x=[x0, x1], y=[y, y], mode="lines", **kw)
 
 
 def modelled(title: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import legend_beside, palette, style
+from lab_utils.plots import legend_beside, level, palette, style
 
 __all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
@@ -211,15 +211,9 @@ def memory_timeline(timelines: Mapping[str, object], *, model_peaks: Mapping[str
             )
         )
         if model_peaks and name in model_peaks:
+            line, hover = dict(color=color, dash="dot", width=1), f"{name}: the planner's modelled peak"
             fig.add_trace(
-                go.Scatter(
-                    x=[0, len(ys) - 1],
-                    y=[model_peaks[name] / 2**20] * 2,
-                    mode="lines",
-                    showlegend=False,
-                    hovertext=f"{name}: the planner's modelled peak",
-                    line=dict(color=color, dash="dot", width=1),
-                )
+                level(0, len(ys) - 1, model_peaks[name] / 2**20, showlegend=False, hovertext=hover, line=line)
             )
     return style(
         fig,

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.plots import modelled, palette, style
+from lab_utils.plots import level, modelled, palette, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
 from lab_utils.topics.local_sgd.record import Run
@@ -114,26 +114,10 @@ def totals(
         fig.add_trace(_line(Hs, ys, lname, i, mode="lines+markers"))
         if "DDP" in runs:
             d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
-            fig.add_trace(
-                go.Scatter(
-                    x=[Hs[0], Hs[-1]],
-                    y=[d, d],
-                    mode="lines",
-                    showlegend=False,
-                    line=dict(color=palette(i), dash="dot"),
-                    hovertext=f"DDP on {lname}",
-                )
-            )
+            line = dict(color=palette(i), dash="dot")
+            fig.add_trace(level(Hs[0], Hs[-1], d, showlegend=False, line=line, hovertext=f"DDP on {lname}"))
     floor = step_seconds * next(iter(runs.values())).steps
-    fig.add_trace(
-        go.Scatter(
-            x=[Hs[0], Hs[-1]],
-            y=[floor, floor],
-            mode="lines",
-            name="compute alone",
-            line=dict(color="black", dash="dash"),
-        )
-    )
+    fig.add_trace(level(Hs[0], Hs[-1], floor, name="compute alone", line=dict(color="black", dash="dash")))
     style(
         fig,
         title=modelled("time of the whole run against H (dotted: DDP)"),

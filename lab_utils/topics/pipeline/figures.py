@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import grouped, legend_beside, modelled, palette, style
+from lab_utils.plots import grouped, legend_beside, level, modelled, palette, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
@@ -87,13 +87,7 @@ def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
             )
         ]
     )
-    fig.add_scatter(
-        x=[min(xs), max(xs)],
-        y=[formula_value] * 2,
-        mode="lines",
-        name="(p-1)/(m+p-1)",
-        line=dict(dash="dash", color="gray"),
-    )
+    fig.add_trace(level(min(xs), max(xs), formula_value, name="(p-1)/(m+p-1)", line=dict(dash="dash", color="gray")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return style(
