@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb
 
 from lab_utils.plots import level, modelled, palette, style
 from lab_utils.simnet import Link
@@ -161,12 +162,7 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     return fig
 
 
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str = "") -> go.Figure:
+def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
     """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
     line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
@@ -175,29 +171,27 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
         xs = [s / per_round for s, _ in curve]
         lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
         mean = [sum(v) / len(v) for _, v in curve]
-        c = palette(i)
         fig.add_trace(
             go.Scatter(
                 x=xs + xs[::-1],
                 y=hi + lo[::-1],
                 fill="toself",
-                fillcolor=_rgba(c, 0.18),
+                fillcolor="rgba({},{},{},0.18)".format(*hex_to_rgb(palette(i))),
                 line=dict(width=0),
                 hoverinfo="skip",
                 showlegend=False,
             )
         )
         fig.add_trace(_line(xs, mean, name, i, mode="lines+markers"))
-    n = len(next(iter(study.values()))["seeds"])
     return style(
         fig,
-        title=_measured(title or f"equal communication: loss against rounds (mean and range of {n} seeds)"),
+        title=_measured(title),
         xaxis="communication rounds (all-reduces of the whole model)",
         yaxis="held-out loss",
     )
 
 
-def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> go.Figure:
+def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str) -> go.Figure:
     """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
     against the outer learning rate, the seeds' mean with bars from best to worst seed."""
     by_mu: dict[float, list[tuple[float, list[float]]]] = {}
@@ -226,10 +220,9 @@ def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> g
                 ),
             )
         )
-    n = len(next(iter(study.values()))["seeds"])
     style(
         fig,
-        title=_measured(title or f"DiLoCo: final loss against the outer step ({n} seeds: mean, best to worst)"),
+        title=_measured(title),
         xaxis="outer learning rate",
         yaxis="held-out loss after the last round",
     )
