@@ -133,13 +133,12 @@ def lines(
     return fig
 
 
-def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
+def slider_over(figs: dict[str, go.Figure], *, label: str) -> go.Figure:
     """One figure with a plotly slider choosing among ``figs`` (same kind of figure, e.g. one per
     network link): the traces of the chosen one are shown and its title is used. This is how a
     lab's ipywidgets explorer becomes interactive in a static deck, with the lab's own figures."""
     names = list(figs)
-    first = figs[names[0]]
-    out = go.Figure(layout=first.layout)
+    out = go.Figure(layout=figs[names[0]].layout)
     owner: list[int] = []
     for i, name in enumerate(names):
         for tr in figs[name].data:
@@ -158,7 +157,7 @@ def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
             dict(
                 active=0,
                 steps=steps,
-                currentvalue=dict(prefix=f"{label}: " if label else ""),
+                currentvalue=dict(prefix=f"{label}: "),
                 pad=dict(t=60),
                 len=0.9,
                 x=0.05,
