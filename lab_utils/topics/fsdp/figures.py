@@ -34,7 +34,7 @@ def holdings(held: Mapping[int, Sequence[Mapping[str, Any]]], param_bytes: int) 
     for i, kind in enumerate(KINDS):
         ys = [held[w][0][m]["bytes"][kind] / MIB for m, w in cols]
         fig.add_trace(go.Bar(x=names, y=ys, name=f"{kind} (measured)", marker_color=palette(i)))
-    for stage, symbol in zip(range(4), ("circle", "square", "diamond", "x")):
+    for stage, symbol in enumerate(("circle", "square", "diamond", "x")):
         ys = [sum(zero_bytes(param_bytes, world_size=w, stage=stage).values()) / MIB for _, w in cols]
         fig.add_trace(
             go.Scatter(x=names, y=ys, mode="markers", name=f"ZeRO-{stage} formula", marker=dict(symbol=symbol, size=11))
