@@ -10,19 +10,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import style
 
-__all__ = [
-    "SETUPS",
-    "gap",
-    "token_weight",
-    "learning_rates",
-    "loss_curves",
-    "generalisation_gaps",
-    "memory_speed",
-    "seed_table",
-]
-
-# The three setups of the seed's table, measured on the current device.
-SETUPS = ("batch B", "B/K x K", "B/K x K + checkpointing")
+__all__ = ["gap", "token_weight", "learning_rates", "loss_curves", "generalisation_gaps", "memory_speed", "seed_table"]
 
 _OK, _BAD = "#2a9d8f", "#e76f51"
 
@@ -165,9 +153,9 @@ def memory_speed(
 
 def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") -> go.Figure:
     """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table. ``measured``: rows in the order of ``SETUPS``, each
-    with ``seconds`` and ``peak_bytes``."""
-    setups = list(SETUPS)
+    ``device``: the shape of the seed's table. ``measured``: a row per setup, in the order of
+    ``setups``, each with ``seconds`` and ``peak_bytes``."""
+    setups = ["batch B", "B/K x K", "B/K x K + checkpointing"]
     if len(measured) != len(setups):
         raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
