@@ -20,7 +20,7 @@ __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seed
 
 def _measured(title: str) -> str:
     """Titles of figures drawn from runs on this machine say so (modelled ones use ``modelled``)."""
-    return title if title.startswith("measured") else f"measured: {title}"
+    return f"measured: {title}"
 
 
 def _line(x, y, name: str, i: int, *, mode: str = "lines", **kw) -> go.Scatter:
