@@ -18,20 +18,15 @@ from typing import Any
 
 import plotly.io as pio
 
-__all__ = ["figure_output", "show_figure"]
+__all__ = ["show_figure"]
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 
 
-def figure_output(fig: Any) -> dict:
-    """The ``display_data`` output that JupyterLab's plotly renderer draws for ``fig``."""
-    bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig)), "config": {}}, "text/plain": "<Figure>"}
-    return {"output_type": "display_data", "data": bundle, "metadata": {}}
-
-
 def show_figure(out: Any, fig: Any, text: str = "") -> None:
     """Replace what the ``Output`` widget ``out`` shows with ``fig`` (and ``text`` below it)."""
-    outputs: list[dict] = [figure_output(fig)]
+    bundle = {PLOTLY_MIME: {**json.loads(pio.to_json(fig)), "config": {}}, "text/plain": "<Figure>"}
+    outputs = [{"output_type": "display_data", "data": bundle, "metadata": {}}]
     if text:
         outputs.append({"output_type": "stream", "name": "stdout", "text": text + "\n"})
     out.outputs = tuple(outputs)

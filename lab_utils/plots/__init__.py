@@ -14,9 +14,25 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-__all__ = ["style", "legend_beside", "bars", "grouped", "lines", "modelled", "slider_over", "PALETTE"]
+__all__ = [
+    "style",
+    "legend_beside",
+    "bars",
+    "grouped",
+    "lines",
+    "modelled",
+    "slider_over",
+    "level",
+    "PALETTE",
+    "palette",
+]
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def palette(i: int) -> str:
+    """The ``i``-th colour of ``PALETTE``, cycling."""
+    return PALETTE[i % len(PALETTE)]
 
 
 def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", height: int = 420) -> go.Figure:
@@ -35,14 +51,17 @@ def style(fig: go.Figure, *, title: str = "", xaxis: str = "", yaxis: str = "", 
     return fig
 
 
-LEGEND_BESIDE = dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top")
-
-
 def legend_beside(fig: go.Figure) -> go.Figure:
     """The legend in a column right of the plot: for a figure whose legend, above the plot, would
     wrap onto the title or cover its subplots' titles (many entries, or subplots)."""
-    fig.update_layout(legend=LEGEND_BESIDE)
+    fig.update_layout(legend=dict(orientation="v", x=1.02, xanchor="left", y=1, yanchor="top"))
     return fig
+
+
+def level(x0: float, x1: float, y: float, **kw) -> go.Scatter:
+    """A horizontal line from ``x0`` to ``x1`` at ``y``, as a trace: unlike ``add_hline`` it can
+    have hover text and a legend entry."""
+    return go.Scatter(x=[x0, x1], y=[y, y], mode="lines", **kw)
 
 
 def modelled(title: str) -> str:
@@ -56,7 +75,6 @@ def bars(
     title: str = "",
     yaxis: str = "",
     text_format: str = "{:g}",
-    colors: Sequence[str] | None = None,
 ) -> go.Figure:
     """One bar per key, its value written on it."""
     names, ys = list(values), list(values.values())
@@ -66,7 +84,7 @@ def bars(
             y=ys,
             text=[text_format.format(v) for v in ys],
             textposition="auto",
-            marker_color=list(colors or PALETTE[: len(names)]),
+            marker_color=PALETTE[: len(names)],
         )
     )
     return style(fig, title=title, yaxis=yaxis)
@@ -79,50 +97,48 @@ def grouped(
     xaxis: str = "",
     yaxis: str = "",
     scale: float = 1.0,
-    log_y: bool = False,
 ) -> go.Figure:
-    """Grouped bars from ``{x: {series: value}}`` (e.g. ``{link: {method: seconds}}``), values x ``scale``."""
+    """Grouped bars from ``{x: {series: value}}`` (e.g. ``{link: {method: seconds}}``), values x ``scale``,
+    on a log y axis."""
     xs = list(values)
     series = list(next(iter(values.values())))
     fig = go.Figure(
         [
-            go.Bar(x=xs, y=[values[x][s] * scale for x in xs], name=s, marker_color=PALETTE[i % len(PALETTE)])
+            go.Bar(x=xs, y=[values[x][s] * scale for x in xs], name=s, marker_color=palette(i))
             for i, s in enumerate(series)
         ]
     )
     fig.update_layout(barmode="group")
-    if log_y:
-        fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log")
     return style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
 
 
 def lines(
     series: Mapping[str, Sequence[float]],
     *,
-    x: Sequence[float] | None = None,
     title: str = "",
     xaxis: str = "",
     yaxis: str = "",
     log_y: bool = False,
 ) -> go.Figure:
-    """One line per key over ``x`` (default 0, 1, 2, ...)."""
+    """One line per key over 0, 1, 2, ..."""
     fig = go.Figure()
     for i, (name, ys) in enumerate(series.items()):
-        xs = list(x) if x is not None else list(range(len(ys)))
-        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="lines", name=name, line=dict(color=PALETTE[i % len(PALETTE)])))
+        fig.add_trace(
+            go.Scatter(x=list(range(len(ys))), y=list(ys), mode="lines", name=name, line=dict(color=palette(i)))
+        )
     style(fig, title=title, xaxis=xaxis, yaxis=yaxis)
     if log_y:
         fig.update_yaxes(type="log")
     return fig
 
 
-def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
+def slider_over(figs: dict[str, go.Figure], *, label: str) -> go.Figure:
     """One figure with a plotly slider choosing among ``figs`` (same kind of figure, e.g. one per
     network link): the traces of the chosen one are shown and its title is used. This is how a
     lab's ipywidgets explorer becomes interactive in a static deck, with the lab's own figures."""
     names = list(figs)
-    first = figs[names[0]]
-    out = go.Figure(layout=first.layout)
+    out = go.Figure(layout=figs[names[0]].layout)
     owner: list[int] = []
     for i, name in enumerate(names):
         for tr in figs[name].data:
@@ -141,7 +157,7 @@ def slider_over(figs: dict[str, go.Figure], *, label: str = "") -> go.Figure:
             dict(
                 active=0,
                 steps=steps,
-                currentvalue=dict(prefix=f"{label}: " if label else ""),
+                currentvalue=dict(prefix=f"{label}: "),
                 pad=dict(t=60),
                 len=0.9,
                 x=0.05,

@@ -10,34 +10,16 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import style
 
-__all__ = [
-    "SETUPS",
-    "gap",
-    "token_weight",
-    "learning_rates",
-    "loss_curves",
-    "generalisation_gaps",
-    "memory_speed",
-    "seed_table",
-]
-
-# The three setups of the seed's table, measured on the current device.
-SETUPS = ("batch B", "B/K x K", "B/K x K + checkpointing")
+__all__ = ["gap", "token_weight", "learning_rates", "loss_curves", "generalisation_gaps", "memory_speed", "seed_table"]
 
 _OK, _BAD = "#2a9d8f", "#e76f51"
 
 
-def gap(
-    gaps: Mapping[str, float],
-    *,
-    tolerance: float = 1e-12,
-    floor: float = 1e-18,
-    title: str = "Distance to one large batch after training",
-) -> go.Figure:
+def gap(gaps: Mapping[str, float]) -> go.Figure:
     """Horizontal log-scale bars of each loop's largest parameter difference from the large batch:
-    green under ``tolerance`` (dotted), red above; exact zeros drawn at ``floor``."""
-    names = list(gaps)
-    vals = [max(float(gaps[n]), floor) for n in names]
+    green under the tolerance (dotted), red above; exact zeros drawn at 1e-18."""
+    names, tolerance = list(gaps), 1e-12
+    vals = [max(float(gaps[n]), 1e-18) for n in names]
     colors = [_OK if gaps[n] <= tolerance else _BAD for n in names]
     fig = go.Figure(
         go.Bar(
@@ -50,6 +32,7 @@ def gap(
             hovertemplate="%{y}: %{x:.2e}<extra></extra>",
         )
     )
+    title = "Distance to one large batch after training"
     style(fig, title=title, xaxis="max |parameter difference| (log)", height=120 + 38 * len(names))
     fig.add_vline(x=tolerance, line_dash="dot", annotation_text=f"tolerance {tolerance:g}")
     fig.update_xaxes(type="log")
@@ -58,9 +41,7 @@ def gap(
     return fig
 
 
-def token_weight(
-    tokens_per_micro_batch: Sequence[int], *, title: str = "How much one token counts, relative to one large batch"
-) -> go.Figure:
+def token_weight(tokens_per_micro_batch: Sequence[int]) -> go.Figure:
     """For micro-batches holding N_i labelled tokens (one window, K = their number): a token's
     weight under mean-of-means, 1 / (K N_i), divided by its weight in one large batch, 1 / sum N.
     Bars above 1: tokens of short micro-batches count too much; the fix puts every bar at 1."""
@@ -76,6 +57,7 @@ def token_weight(
             go.Bar(name="token sum / window tokens", x=labels, y=[1.0] * k, marker_color=_OK),
         ]
     )
+    title = "How much one token counts, relative to one large batch"
     style(fig, title=title, yaxis="weight per token / large-batch weight")
     fig.add_hline(y=1.0, line_dash="dot")
     fig.update_layout(barmode="group")
@@ -97,10 +79,9 @@ def _lines(series: Mapping[str, Sequence[float | None]]) -> list[go.Scatter]:
     ]
 
 
-def learning_rates(
-    lrs: Mapping[str, Sequence[float]], *, title: str = "Learning rate at each optimizer update"
-) -> go.Figure:
+def learning_rates(lrs: Mapping[str, Sequence[float]]) -> go.Figure:
     """One line per run: the learning rate each update used."""
+    title = "Learning rate at each optimizer update"
     return style(go.Figure(_lines(lrs)), title=title, xaxis="optimizer update", yaxis="learning rate")
 
 
@@ -123,11 +104,7 @@ def loss_curves(
     return fig
 
 
-def generalisation_gaps(
-    gaps: Mapping[str, Sequence[float]],
-    *,
-    title: str = "Train accuracy minus validation accuracy, one point per seed",
-) -> go.Figure:
+def generalisation_gaps(gaps: Mapping[str, Sequence[float]]) -> go.Figure:
     """One column of points per setting (one point per seed) and a bar at their mean."""
     names = list(gaps)
     means = [sum(gaps[n]) / len(gaps[n]) for n in names]
@@ -141,6 +118,7 @@ def generalisation_gaps(
             marker=dict(color=_BAD, size=10),
         )
     )
+    title = "Train accuracy minus validation accuracy, one point per seed"
     return style(fig, title=title, yaxis="train acc. - validation acc.")
 
 
@@ -175,9 +153,9 @@ def memory_speed(
 
 def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") -> go.Figure:
     """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table. ``measured``: rows in the order of ``SETUPS``, each
-    with ``seconds`` and ``peak_bytes``."""
-    setups = list(SETUPS)
+    ``device``: the shape of the seed's table. ``measured``: a row per setup, in the order of
+    ``setups``, each with ``seconds`` and ``peak_bytes``."""
+    setups = ["batch B", "B/K x K", "B/K x K + checkpointing"]
     if len(measured) != len(setups):
         raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))

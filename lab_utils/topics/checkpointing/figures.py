@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, legend_beside, style
+from lab_utils.plots import legend_beside, level, palette, style
 
 __all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
@@ -36,7 +36,6 @@ def graph(
     status: Mapping[str, str] | None = None,
     notes: Mapping[str, str] | None = None,
     title: str = "",
-    height: int = 360,
 ) -> go.Figure:
     """Nodes at fixed (x, y) positions, arrows for edges, each node coloured by its status (a key
     of STATUS_COLORS) and labelled with ``notes`` (e.g. bytes kept)."""
@@ -71,7 +70,7 @@ def graph(
                 textfont=dict(size=12),
             )
         )
-    style(fig, title=title, height=height)
+    style(fig, title=title, height=360)
     xs, ys = [p[0] for p in nodes.values()], [p[1] for p in nodes.values()]
     fig.update_xaxes(visible=False, range=[min(xs) - 0.6, max(xs) + 0.6])
     fig.update_yaxes(visible=False, range=[min(ys) - 0.7, max(ys) + 0.5])
@@ -88,7 +87,6 @@ def tradeoff(
     title: str = "Memory against recompute",
     plan: Sequence[tuple[int, int, str]] | None = None,
     n_blocks: int | None = None,
-    height: int = 480,
 ) -> go.Figure:
     """Measured strategies as labelled points (``points``: dicts with 'name', 'memory' and ``y``),
     the planner's optimal front as a step line and, with ``plan``, a strip below showing which
@@ -101,11 +99,11 @@ def tradeoff(
         look = dict(line=dict(color="#999"), marker=dict(size=5, color="#999"), line_shape="hv")
         traces.append(go.Scatter(x=fx, y=fy, mode="lines+markers", name="optimal front (planner)", **look))
     for i, p in enumerate(points):
-        marker = dict(size=13, color=PALETTE[i % len(PALETTE)], symbol=p.get("symbol", "circle"))
+        marker = dict(size=13, color=palette(i), symbol=p.get("symbol", "circle"))
         label = dict(mode="markers+text", text=[p["name"]], textposition="top center", name=p["name"])
         traces.append(go.Scatter(x=[p["memory"]], y=[p[y]], marker=marker, **label))
     fig.add_traces(traces, rows=1, cols=1)
-    legend_beside(style(fig, title=title, height=height + (90 if plan is not None else 0)))
+    legend_beside(style(fig, title=title, height=480 + (90 if plan is not None else 0)))
     fig.update_xaxes(title_text=xlabel, row=1, col=1)
     fig.update_yaxes(title_text=ylabel, row=1, col=1)
     if plan is not None:
@@ -172,13 +170,12 @@ def segment_curves(
     marks: Mapping[str, Sequence[tuple[int, float]]],
     *,
     title: str = "",
-    ylabel: str = "modelled peak (x one block's input)",
 ) -> go.Figure:
     """Peak against the number of checkpointed segments, one line per curve (e.g. per sequence
     length), and labelled markers (``marks``: name -> [(k, peak), ...], e.g. "sqrt(N)", "best")."""
     fig = go.Figure()
     for i, (name, (ks, peaks)) in enumerate(curves.items()):
-        fig.add_trace(go.Scatter(x=list(ks), y=list(peaks), mode="lines", name=name, line=dict(color=PALETTE[i])))
+        fig.add_trace(go.Scatter(x=list(ks), y=list(peaks), mode="lines", name=name, line=dict(color=palette(i))))
     symbols = ["diamond", "star", "square", "x"]
     for j, (name, pts) in enumerate(marks.items()):
         fig.add_trace(
@@ -190,20 +187,16 @@ def segment_curves(
                 marker=dict(size=12, symbol=symbols[j % len(symbols)], color="#333"),
             )
         )
+    ylabel = "modelled peak (x one block's input)"
     return style(fig, title=title, xaxis="checkpointed segments k", yaxis=ylabel, height=440)
 
 
-def memory_timeline(
-    timelines: Mapping[str, object],
-    *,
-    model_peaks: Mapping[str, float] | None = None,
-    title: str = "Allocated bytes through one step (allocator events)",
-) -> go.Figure:
+def memory_timeline(timelines: Mapping[str, object], *, model_peaks: Mapping[str, float] | None = None) -> go.Figure:
     """One line per strategy of bytes allocated against the allocator event's rank, a marker where
     backward starts and, with ``model_peaks``, the planner's modelled peak dotted in the same colour."""
     fig = go.Figure()
     for i, (name, tl) in enumerate(timelines.items()):
-        color = PALETTE[i % len(PALETTE)]
+        color = palette(i)
         ys = [v / 2**20 for v in tl.live]
         fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=name, line=dict(color=color)))
         b = min(tl.backward_at, len(ys) - 1)
@@ -218,19 +211,13 @@ def memory_timeline(
             )
         )
         if model_peaks and name in model_peaks:
+            line, hover = dict(color=color, dash="dot", width=1), f"{name}: the planner's modelled peak"
             fig.add_trace(
-                go.Scatter(
-                    x=[0, len(ys) - 1],
-                    y=[model_peaks[name] / 2**20] * 2,
-                    mode="lines",
-                    showlegend=False,
-                    hovertext=f"{name}: the planner's modelled peak",
-                    line=dict(color=color, dash="dot", width=1),
-                )
+                level(0, len(ys) - 1, model_peaks[name] / 2**20, showlegend=False, hovertext=hover, line=line)
             )
     return style(
         fig,
-        title=title,
+        title="Allocated bytes through one step (allocator events)",
         xaxis="allocator event (▼ backward starts; dotted: modelled peak)",
         yaxis="MiB allocated",
         height=460,

@@ -22,7 +22,7 @@ import ipywidgets
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, modelled, style
+from lab_utils.plots import PALETTE, modelled, palette, style
 from lab_utils.simnet import LINKS, Link
 from lab_utils.topics.ddp.settings import HookRun, Refused
 from lab_utils.topics.ddp.sweep import Row, Sweep, update_seconds
@@ -36,29 +36,24 @@ _YES, _NO = "#d8f3dc", "#f1f1f1"
 
 
 def _color(name: str, i: int) -> str:
-    return COLORS.get(name, PALETTE[i % len(PALETTE)])
+    return COLORS.get(name, palette(i))
 
 
-def comm(
-    results: Mapping[str, UpdateRun],
-    *,
-    update: int = -1,
-    title: str = "Gradient all-reduces of one update (counted by a comm hook)",
-) -> go.Figure:
-    """Two bar charts side by side: all-reduces and MiB per update for each loop (``train``
-    results keyed by loop name; ``update`` picks which update, the last by default)."""
+def comm(results: Mapping[str, UpdateRun]) -> go.Figure:
+    """Two bar charts side by side: all-reduces and MiB of the last update for each loop (``train``
+    results keyed by loop name)."""
     names = list(results)
-    counts = [results[n].collectives_per_update[update] for n in names]
-    mibs = [results[n].bytes_per_update[update] / 2**20 for n in names]
+    counts = [results[n].collectives_per_update[-1] for n in names]
+    mibs = [results[n].bytes_per_update[-1] / 2**20 for n in names]
     colors = [_color(n, i) for i, n in enumerate(names)]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("all-reduces per update", "MiB all-reduced per update"))
     fig.add_trace(go.Bar(x=names, y=counts, marker_color=colors, text=counts, showlegend=False), 1, 1)
     text = [f"{v:.2f}" for v in mibs]
     fig.add_trace(go.Bar(x=names, y=mibs, marker_color=colors, text=text, showlegend=False), 1, 2)
-    return style(fig, title=title)
+    return style(fig, title="Gradient all-reduces of one update (counted by a comm hook)")
 
 
-def flags(rows: Sequence[Mapping[str, Any]], *, title: str = "Observed around no_sync() (rank 0)") -> go.Figure:
+def flags(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     """A table, one row per scenario of ``reducer.probe``; cells that mean "synchronised" are green."""
     cols = [
         ("scenario", "scenario"),
@@ -83,12 +78,10 @@ def flags(rows: Sequence[Mapping[str, Any]], *, title: str = "Observed around no
             columnwidth=[2.8, 1.4, 1.3, 1.4, 0.8, 1.1, 1.0, 0.9],
         )
     )
-    return style(fig, title=title, height=200 + 40 * len(rows))
+    return style(fig, title="Observed around no_sync() (rank 0)", height=200 + 40 * len(rows))
 
 
-def buckets(
-    per_step: Mapping[str, Sequence[int]], *, title: str = "All-reduces per backward, by bucket_cap_mb"
-) -> go.Figure:
+def buckets(per_step: Mapping[str, Sequence[int]]) -> go.Figure:
     """Grouped bars: for each ``bucket_cap_mb`` (key; 'None' = DDP's default), the all-reduces of
     backward 1, 2, 3, ... (the first one runs before DDP rebuilds its buckets)."""
     fig = go.Figure()
@@ -97,13 +90,13 @@ def buckets(
     for s in range(n):
         ys = [v[s] if s < len(v) else 0 for v in per_step.values()]
         name = f"backward {s + 1}" + (" (before rebuild)" if s == 0 else "")
-        fig.add_trace(go.Bar(x=labels, y=ys, name=name, text=ys, marker_color=PALETTE[s % len(PALETTE)]))
+        fig.add_trace(go.Bar(x=labels, y=ys, name=name, text=ys, marker_color=palette(s)))
     fig.update_layout(barmode="group")
-    style(fig, title=title, xaxis="bucket_cap_mb", yaxis="all-reduces")
+    style(fig, title="All-reduces per backward, by bucket_cap_mb", xaxis="bucket_cap_mb", yaxis="all-reduces")
     return fig.update_layout(margin=dict(t=100))  # room for the legend under the title
 
 
-def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, title: str = "") -> go.Figure:
+def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str) -> go.Figure:
     """Seconds per update against K: the measured compute, and compute plus modelled
     communication for each loop in ``sim`` (``sweep.update_seconds`` output)."""
     fig = go.Figure()
@@ -119,14 +112,14 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str = "", *, 
                 line=dict(color=_color(name, i), dash="dot" if name == "compute" else "solid"),
             )
         )
-    t = title or f"Time per update vs K, {link_name or 'a link'}"
+    t = f"Time per update vs K, {link_name}"
     style(fig, title=modelled(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
     fig.update_xaxes(type="log", tickvals=list(sim["k"]))
     # The legend goes under the plot: above it, a long title and the legend collided at 1280 x 720.
     return fig.update_layout(margin=dict(t=60, b=120), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
 
 
-def explorer(measured: Sweep, world_size: int | None = None, *, preset: str = "10GbE") -> ipywidgets.VBox:
+def explorer(measured: Sweep, *, preset: str = "10GbE") -> ipywidgets.VBox:
     """A widget: pick a preset link or move the bandwidth (Gbit/s) and latency (us) sliders; the
     figure below is ``time_per_update`` for that link, recomputed from the measured sweep."""
     if preset not in LINKS:
@@ -142,7 +135,7 @@ def explorer(measured: Sweep, world_size: int | None = None, *, preset: str = "1
     def redraw() -> None:
         link = Link.from_gbit(drop.value, bw.value, lat.value)
         name = f"{drop.value} ({bw.value:.3g} Gbit/s, {lat.value:.3g} us)"
-        show_figure(out, time_per_update(update_seconds(measured, link, world_size), name))
+        show_figure(out, time_per_update(update_seconds(measured, link), name))
 
     def on_preset(change: Any) -> None:
         if change["new"] == "custom" or busy[0]:
@@ -168,7 +161,7 @@ def explorer(measured: Sweep, world_size: int | None = None, *, preset: str = "1
     return ipywidgets.VBox([ipywidgets.HBox([drop, bw, lat]), out])
 
 
-def validation(rows: Sequence[Row], *, title: str = "") -> go.Figure:
+def validation(rows: Sequence[Row]) -> go.Figure:
     """One panel per emulated link: measured seconds per update (markers) against the overlap
     model (line) and the old sum (dotted), for each loop, against K (``sweep.validation`` rows)."""
     links = list(dict.fromkeys(r.link for r in rows))
@@ -192,7 +185,7 @@ def validation(rows: Sequence[Row], *, title: str = "") -> go.Figure:
     errors = sorted(abs(r.error) for r in rows)
     old = sorted(abs(r.old_sum_error) for r in rows)
     typical, worst = errors[len(errors) // 2], errors[-1]
-    t = title or (
+    t = (
         f"Emulated link on 2 real ranks, each point the median repeat vs the models fed its stamps:<br>"
         f"overlap model median |error| {100 * typical:.0f} % (worst {100 * worst:.0f} %), "
         f"old sum median {100 * old[len(old) // 2]:.0f} %"

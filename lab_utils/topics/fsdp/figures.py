@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, bars, grouped, legend_beside, modelled, style
+from lab_utils.plots import PALETTE, bars, grouped, legend_beside, modelled, palette, style
 from lab_utils.topics.fsdp.holdings import zero_bytes
 
 __all__ = ["holdings", "traffic", "accumulation", "links", "checkpointing"]
@@ -33,8 +33,8 @@ def holdings(held: Mapping[int, Sequence[Mapping[str, Any]]], param_bytes: int) 
     names = [f"{m}<br>{w} ranks" for m, w in cols]
     for i, kind in enumerate(KINDS):
         ys = [held[w][0][m]["bytes"][kind] / MIB for m, w in cols]
-        fig.add_trace(go.Bar(x=names, y=ys, name=f"{kind} (measured)", marker_color=PALETTE[i]))
-    for stage, symbol in zip(range(4), ("circle", "square", "diamond", "x")):
+        fig.add_trace(go.Bar(x=names, y=ys, name=f"{kind} (measured)", marker_color=palette(i)))
+    for stage, symbol in enumerate(("circle", "square", "diamond", "x")):
         ys = [sum(zero_bytes(param_bytes, world_size=w, stage=stage).values()) / MIB for _, w in cols]
         fig.add_trace(
             go.Scatter(x=names, y=ys, mode="markers", name=f"ZeRO-{stage} formula", marker=dict(symbol=symbol, size=11))
@@ -51,7 +51,7 @@ def traffic(ops: Mapping[str, Mapping[str, Mapping[str, int]]], param_bytes: int
     for i, op in enumerate(kinds):
         ys = [per.get(op, {"bytes": 0})["bytes"] / param_bytes for per in ops.values()]
         fig.add_trace(
-            go.Bar(x=list(ops), y=ys, name=op, marker_color=PALETTE[i], text=[f"{y:.3g} P" if y else "" for y in ys])
+            go.Bar(x=list(ops), y=ys, name=op, marker_color=palette(i), text=[f"{y:.3g} P" if y else "" for y in ys])
         )
     fig.update_layout(barmode="stack")
     return style(fig, title="One training step's collectives (counted)", yaxis="bytes / parameter bytes P")
@@ -70,7 +70,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
                 y=[v / MIB for v in ys],
                 mode="lines+markers",
                 name=mode,
-                line=dict(color=PALETTE[i], shape="hv"),
+                line=dict(color=palette(i), shape="hv"),
             ),
             row=1,
             col=1,
@@ -94,7 +94,7 @@ def accumulation(held: Mapping[str, Sequence[int]], reduce_scattered: Mapping[st
 def links(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds per update (``{link: {mode: seconds}}``), log scale."""
     title = modelled("One update on each link, collectives overlapping compute (a lower bound)")
-    return grouped(seconds, title=title, yaxis="seconds (log)", log_y=True)
+    return grouped(seconds, title=title, yaxis="seconds (log)")
 
 
 def checkpointing(saved: Mapping[str, int]) -> go.Figure:

@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import PALETTE, lines, style
+from lab_utils.plots import lines, palette, style
 
 __all__ = ["loss_match", "sync_timeline", "lr_schedules"]
 
@@ -24,7 +24,7 @@ def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, titl
                 y=list(ys),
                 mode="lines+markers",
                 name=name,
-                line=dict(color=PALETTE[i], dash="solid" if i == 0 else "dot"),
+                line=dict(color=palette(i), dash="solid" if i == 0 else "dot"),
                 marker=dict(size=7 if i == 0 else 4),
             )
         )
@@ -40,7 +40,7 @@ def loss_match(runs: Mapping[str, Sequence[float]], *, grad_accum: int = 1, titl
     )
 
 
-def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
+def sync_timeline(run: Mapping[str, Any]) -> go.Figure:
     """Per micro-batch of one rank: collectives, whether the gradients synced, and the inner
     optimizer's and scheduler's step counts (they move only on sync steps)."""
     n = len(run["sync"])
@@ -56,20 +56,19 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
             "scheduler position (cumulative)",
         ],
     )
-    colors = [PALETTE[2] if s else PALETTE[7] for s in run["sync"]]
+    colors = [palette(2) if s else palette(7) for s in run["sync"]]
     fig.add_trace(
         go.Bar(x=x, y=run["collectives"], marker_color=colors, name="collectives", showlegend=False), row=1, col=1
     )
     for row, key in ((2, "optimizer_steps"), (3, "scheduler_steps")):
-        line = dict(color=PALETTE[row - 2])
+        line = dict(color=palette(row - 2))
         trace = go.Scatter(
             x=x, y=run[key], mode="lines+markers", line_shape="hv", name=key.replace("_", " "), line=line
         )
         fig.add_trace(trace, row=row, col=1)
     style(
         fig,
-        title=title
-        or f"What Accelerate does on each micro-batch (rank {run.get('rank', 0)} of "
+        title=f"What Accelerate does on each micro-batch (rank {run.get('rank', 0)} of "
         f"{run.get('num_processes', 1)}; green = sync step)",
         height=560,
     )
@@ -78,11 +77,11 @@ def sync_timeline(run: Mapping[str, Any], *, title: str = "") -> go.Figure:
     return fig
 
 
-def lr_schedules(series: Mapping[str, Sequence[float]], *, title: str = "") -> go.Figure:
+def lr_schedules(series: Mapping[str, Sequence[float]]) -> go.Figure:
     """Learning rate after each micro-batch, one line per way of stepping the scheduler."""
     fig = lines(
         series,
-        title=title or "The same linear schedule, stepped three ways",
+        title="The same linear schedule, stepped three ways",
         xaxis="micro-batch",
         yaxis="learning rate",
     )

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
+from plotly.colors import hex_to_rgb
 
-from lab_utils.plots import PALETTE, modelled, style
+from lab_utils.plots import level, modelled, palette, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
 from lab_utils.topics.local_sgd.record import Run
@@ -19,15 +20,11 @@ __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seed
 
 def _measured(title: str) -> str:
     """Titles of figures drawn from runs on this machine say so (modelled ones use ``modelled``)."""
-    return title if title.startswith("measured") else f"measured: {title}"
-
-
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
+    return f"measured: {title}"
 
 
 def _line(x, y, name: str, i: int, *, mode: str = "lines", **kw) -> go.Scatter:
-    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=_color(i)), **kw)
+    return go.Scatter(x=list(x), y=list(y), mode=mode, name=name, line=dict(color=palette(i)), **kw)
 
 
 def spread(run: Run, *, title: str = "") -> go.Figure:
@@ -44,7 +41,7 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
             y=[drift[s] for s in synced],
             mode="markers",
             name="after averaging",
-            marker=dict(color=_color(3), size=9, symbol="x"),
+            marker=dict(color=palette(3), size=9, symbol="x"),
         )
     )
     return style(
@@ -55,10 +52,10 @@ def spread(run: Run, *, title: str = "") -> go.Figure:
     )
 
 
-def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def loss(runs: Mapping[str, Run], names: Sequence[str], *, title: str = "") -> go.Figure:
     """Held-out loss of the ranks' mean model against optimizer steps."""
     fig = go.Figure()
-    for i, name in enumerate(names or list(runs)):
+    for i, name in enumerate(names):
         curve = runs[name].eval_curve
         fig.add_trace(_line([s for s, _ in curve], [v for _, v in curve], name, i))
     return style(
@@ -69,9 +66,9 @@ def loss(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: 
     )
 
 
-def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, title: str = "") -> go.Figure:
+def traffic(runs: Mapping[str, Run], names: Sequence[str]) -> go.Figure:
     """Counted bytes each rank sent, log scale."""
-    names = list(names or runs)
+    names = list(names)
     ys = [runs[n].comm["bytes"] for n in names]
     fig = go.Figure(
         go.Bar(
@@ -79,20 +76,20 @@ def traffic(runs: Mapping[str, Run], names: Sequence[str] | None = None, *, titl
             y=ys,
             text=[f"{y / 1e6:.2f} MB" for y in ys],
             textposition="outside",
-            marker_color=[_color(i) for i in range(len(names))],
+            marker_color=[palette(i) for i in range(len(names))],
         )
     )
-    style(fig, title=title or "bytes sent per rank (counted)", yaxis="bytes (log scale)")
+    style(fig, title="bytes sent per rank (counted)", yaxis="bytes (log scale)")
     fig.update_yaxes(type="log")
     return fig
 
 
 def wallclock(
-    runs: Mapping[str, Run], link: Link, world_size: int, step_seconds: float, names: Sequence[str] | None = None
+    runs: Mapping[str, Run], link: Link, world_size: int, step_seconds: float, names: Sequence[str]
 ) -> go.Figure:
     """Held-out loss against time: measured compute per step + modelled communication on ``link``."""
     fig = go.Figure()
-    for i, name in enumerate(names or list(runs)):
+    for i, name in enumerate(names):
         r = runs[name]
         t = elapsed_seconds(r, link, world_size, step_seconds)
         xs, ys = [t[s - 1] for s, _ in r.eval_curve], [v for _, v in r.eval_curve]
@@ -118,26 +115,10 @@ def totals(
         fig.add_trace(_line(Hs, ys, lname, i, mode="lines+markers"))
         if "DDP" in runs:
             d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
-            fig.add_trace(
-                go.Scatter(
-                    x=[Hs[0], Hs[-1]],
-                    y=[d, d],
-                    mode="lines",
-                    showlegend=False,
-                    line=dict(color=_color(i), dash="dot"),
-                    hovertext=f"DDP on {lname}",
-                )
-            )
+            line = dict(color=palette(i), dash="dot")
+            fig.add_trace(level(Hs[0], Hs[-1], d, showlegend=False, line=line, hovertext=f"DDP on {lname}"))
     floor = step_seconds * next(iter(runs.values())).steps
-    fig.add_trace(
-        go.Scatter(
-            x=[Hs[0], Hs[-1]],
-            y=[floor, floor],
-            mode="lines",
-            name="compute alone",
-            line=dict(color="black", dash="dash"),
-        )
-    )
+    fig.add_trace(level(Hs[0], Hs[-1], floor, name="compute alone", line=dict(color="black", dash="dash")))
     style(
         fig,
         title=modelled("time of the whole run against H (dotted: DDP)"),
@@ -162,9 +143,9 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
         down = dict(size=11, symbol="triangle-down")
         for xs, dy, label, marker in (
             (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
-            (ups, 0, "optimizer update", dict(color=_color(0), size=10, symbol="line-ns-open", line=dict(width=3))),
-            (avg[True], 0.25, "averaging after an update", dict(color=_color(2), **down)),
-            (avg[False], 0.25, "averaging inside a window", dict(color=_color(3), **down)),
+            (ups, 0, "optimizer update", dict(color=palette(0), size=10, symbol="line-ns-open", line=dict(width=3))),
+            (avg[True], 0.25, "averaging after an update", dict(color=palette(2), **down)),
+            (avg[False], 0.25, "averaging inside a window", dict(color=palette(3), **down)),
         ):
             legend = row == 0 if dy == 0 else bool(xs) and label not in shown  # averagings: the first row that has one
             fig.add_trace(
@@ -181,12 +162,7 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     return fig
 
 
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str = "") -> go.Figure:
+def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
     """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
     line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
@@ -195,29 +171,27 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
         xs = [s / per_round for s, _ in curve]
         lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
         mean = [sum(v) / len(v) for _, v in curve]
-        c = _color(i)
         fig.add_trace(
             go.Scatter(
                 x=xs + xs[::-1],
                 y=hi + lo[::-1],
                 fill="toself",
-                fillcolor=_rgba(c, 0.18),
+                fillcolor="rgba({},{},{},0.18)".format(*hex_to_rgb(palette(i))),
                 line=dict(width=0),
                 hoverinfo="skip",
                 showlegend=False,
             )
         )
         fig.add_trace(_line(xs, mean, name, i, mode="lines+markers"))
-    n = len(next(iter(study.values()))["seeds"])
     return style(
         fig,
-        title=_measured(title or f"equal communication: loss against rounds (mean and range of {n} seeds)"),
+        title=_measured(title),
         xaxis="communication rounds (all-reduces of the whole model)",
         yaxis="held-out loss",
     )
 
 
-def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> go.Figure:
+def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str) -> go.Figure:
     """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
     against the outer learning rate, the seeds' mean with bars from best to worst seed."""
     by_mu: dict[float, list[tuple[float, list[float]]]] = {}
@@ -237,7 +211,7 @@ def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> g
                 y=mean,
                 mode="lines+markers",
                 name=f"outer momentum {mu:g}" + (" (Nesterov)" if mu > 0 else ""),
-                line=dict(color=_color(i)),
+                line=dict(color=palette(i)),
                 error_y=dict(
                     type="data",
                     symmetric=False,
@@ -246,10 +220,9 @@ def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str = "") -> g
                 ),
             )
         )
-    n = len(next(iter(study.values()))["seeds"])
     style(
         fig,
-        title=_measured(title or f"DiLoCo: final loss against the outer step ({n} seeds: mean, best to worst)"),
+        title=_measured(title),
         xaxis="outer learning rate",
         yaxis="held-out loss after the last round",
     )

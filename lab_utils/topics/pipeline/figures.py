@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from lab_utils.memory import fmt_bytes
-from lab_utils.plots import PALETTE, grouped, legend_beside, modelled, style
+from lab_utils.plots import grouped, legend_beside, level, modelled, palette, style
 from lab_utils.topics.pipeline.timeline import Event, formula
 
 __all__ = ["timeline", "timelines", "work", "bubble", "memory", "traffic"]
@@ -28,7 +28,7 @@ def _traces(events_per_row: Sequence[Iterable[Event]], showlegend: bool, label: 
     t0 = min((e.start for _, e in rows), default=0.0)
     traces = []
     for i, e in sorted(rows, key=lambda r: (r[1].kind != "F", r[1].micro_batch, r[0])):
-        color = PALETTE[e.micro_batch % len(PALETTE)]
+        color = palette(e.micro_batch)
         traces.append(
             go.Bar(
                 y=[f"{label} {i}"],
@@ -58,7 +58,7 @@ def timeline(events_per_stage: Sequence[Iterable[Event]], *, title: str = "") ->
     return style(fig, title=title or "pipeline timeline (measured)", xaxis="ms since the step began", height=320)
 
 
-def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "") -> go.Figure:
+def timelines(runs: Mapping[str, Sequence[Iterable[Event]]]) -> go.Figure:
     """Several timelines (e.g. one per schedule) stacked on a shared time axis, a row per rank
     (a rank may run several stages: the hover text says which)."""
     names = list(runs)
@@ -68,7 +68,7 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event]]], *, title: str = "")
             fig.add_trace(tr, row=i, col=1)
         fig.update_yaxes(autorange="reversed", row=i, col=1)
     fig.update_layout(barmode="overlay")
-    style(fig, title=title or "the same step under each schedule (measured)", height=170 + 150 * len(names))
+    style(fig, title="the same step under each schedule (measured)", height=170 + 150 * len(names))
     legend_beside(fig)
     fig.update_xaxes(title_text="ms since the step began", row=len(names), col=1)
     return fig
@@ -82,18 +82,12 @@ def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
         [
             go.Scatter(x=xs, y=[r[key] for r in rows], mode="lines+markers", name=name, marker=dict(size=size, color=c))
             for key, name, size, c in (
-                ("measured", "measured idle", 10, PALETTE[0]),
-                ("blocked", "blocked in send / recv", 8, PALETTE[1]),
+                ("measured", "measured idle", 10, palette(0)),
+                ("blocked", "blocked in send / recv", 8, palette(1)),
             )
         ]
     )
-    fig.add_scatter(
-        x=[min(xs), max(xs)],
-        y=[formula_value] * 2,
-        mode="lines",
-        name="(p-1)/(m+p-1)",
-        line=dict(dash="dash", color="gray"),
-    )
+    fig.add_trace(level(min(xs), max(xs), formula_value, name="(p-1)/(m+p-1)", line=dict(dash="dash", color="gray")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return style(
@@ -110,7 +104,7 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
     for i, p in enumerate(sorted({r["p"] for r in rows})):
         mine = sorted((r for r in rows if r["p"] == p), key=lambda r: r["m"])
         ms = [r["m"] for r in mine]
-        color = PALETTE[i % len(PALETTE)]
+        color = palette(i)
         grid = list(range(1, max(ms) + 1))
         fig.add_trace(
             go.Scatter(
@@ -146,7 +140,7 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
                 text=[fmt_bytes(b) for b in per_stage],
                 textposition="auto",
                 name=name,
-                marker_color=PALETTE[i % len(PALETTE)],
+                marker_color=palette(i),
             )
         )
     fig.update_layout(barmode="group")
@@ -160,4 +154,4 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
 def traffic(seconds: Mapping[str, Mapping[str, float]]) -> go.Figure:
     """Modelled seconds of one step on each link (``{link: {method: seconds}}``), one bar per method."""
     title = modelled("one step, communication overlapping compute")
-    return grouped(seconds, title=title, xaxis="link", yaxis="ms (log)", scale=1e3, log_y=True)
+    return grouped(seconds, title=title, xaxis="link", yaxis="ms (log)", scale=1e3)

@@ -6,8 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.plan import Hardware, Plan
-from lab_utils.plan.report import figure as plan_figure
+from lab_utils.plan.report import figure as plan  # predicted peak parts and seconds per update, per plan
 from lab_utils.plots import style
 from lab_utils.stepmem import Anatomy
 from lab_utils.topics.checkpointing.figures import anatomy_bars
@@ -36,9 +35,4 @@ def fit(peaks: Mapping[bool, Sequence[tuple[int, float]]], budget: float, *, tit
         )
     fig.add_hline(y=budget / 2**20, line_dash="dash", annotation_text="budget")
     fig.update_xaxes(type="log", tickvals=sorted({k for pts in peaks.values() for k, _ in pts}))
-    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)", height=420)
-
-
-def plan(plans: Sequence[Plan], hw: Hardware, *, title: str = "") -> go.Figure:
-    """Predicted peak per device (parts) and seconds per update of each plan."""
-    return plan_figure(plans, hw, title=title)
+    return style(fig, title=title, xaxis="micro-batches per update K", yaxis="predicted peak (MiB)")

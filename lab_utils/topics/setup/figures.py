@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.plots import PALETTE, style
+from lab_utils.plots import palette, style
 
 __all__ = ["allreduce"]
 
@@ -22,7 +22,7 @@ def allreduce(results: Mapping[int, Sequence[float]], *, labels: Mapping[int, st
                 x=[f"rank {r}" for r in range(len(values))],
                 y=list(values),
                 name=f"{world} ranks{note}",
-                marker_color=PALETTE[i % len(PALETTE)],
+                marker_color=palette(i),
                 text=[f"{v:g}" for v in values],
                 textposition="auto",
             )
