@@ -200,8 +200,7 @@ def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
     return Memory(w, g, int(state) - w - g, int(act), one.temporaries)
 
 
-def _micro(s: stepmem.Shape, hw: Hardware, st: Strategy, compute_s: float, comm_op: str, comm_bytes: float):
-    k = st.accumulation
+def _micro(k: int, compute_s: float, comm_op: str, comm_bytes: float) -> MicroStep:
     fwd, bwd = compute_s / k / 3, 2 * compute_s / k / 3
     n = max(1, round(comm_bytes / BUCKET_BYTES))
     return MicroStep(fwd, bwd, evenly_ready([comm_bytes / n] * n, bwd, comm_op))
@@ -227,15 +226,13 @@ def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]
     if st.parallel == "local-sgd":
         return compute + serial_seconds([("all_reduce", grads)], link, d) / st.h, compute
     if st.parallel in ("ddp", "ddp-every-step"):
-        micro = _micro(s, hw, st, compute, "all_reduce", grads)
+        micro = _micro(k, compute, "all_reduce", grads)
         fn = no_sync_update if st.parallel == "ddp" else naive_update
         return fn(micro, k, link, d), compute
-    if st.parallel == "zero1":  # reduce-scatter in the last backward, all-gather after the step
-        micro = _micro(s, hw, st, compute, "reduce_scatter", grads / d)
-        return no_sync_update(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
-    if st.parallel == "zero2":  # gradients are sharded: every micro-step reduce-scatters
-        micro = _micro(s, hw, st, compute, "reduce_scatter", grads / d)
-        return naive_update(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
+    if st.parallel in ("zero1", "zero2"):  # reduce-scatter, then all-gather after the step
+        micro = _micro(k, compute, "reduce_scatter", grads / d)
+        fn = no_sync_update if st.parallel == "zero1" else naive_update  # zero2's sharded grads: every micro-step
+        return fn(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
     # fsdp: per micro-step two all-gathers (forward, backward) and a reduce-scatter, overlapped
     per = compute / k
     layers = max(1, s.layers)
