@@ -254,9 +254,7 @@ class CommCounter:
         }
 
     def gather(self) -> list[list[CommEvent]]:
-        """Every rank's events, indexed by rank (a collective: call it on all ranks).
-
-        The gather itself is not counted."""
+        """Every rank's events, indexed by rank (a collective, itself not counted: call it on all ranks)."""
         mine = [asdict(e) for e in self.events]
         if not dist.is_initialized():
             return [[CommEvent(**d) for d in mine]]

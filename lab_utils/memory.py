@@ -268,11 +268,8 @@ def measure_step(
 
 def tensor_bytes(tensors) -> int:
     """Bytes of the given tensors (None skipped), each storage counted once."""
-    seen: dict = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            seen[storage_key(t)] = t.untyped_storage().nbytes()
-    return sum(seen.values())
+    kept = {storage_key(t): t.untyped_storage().nbytes() for t in tensors if isinstance(t, torch.Tensor)}
+    return sum(kept.values())
 
 
 def nbytes(tensors: Iterable[torch.Tensor]) -> int:
