@@ -98,10 +98,9 @@ class SavedTensorMeter:
         if self.model is None:
             return
         for name, mod in self.model.named_modules():
-            if name == "":
-                continue
-            self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
-            self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
+            if name:
+                self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
+                self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
 
     def _pop(self, name: str) -> None:
         if self._stack and self._stack[-1] == name:

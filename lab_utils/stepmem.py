@@ -39,7 +39,7 @@ __all__ = [
 ARCHS = ("gpt2", "bert", "llama")
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast to bf16, fp32 master weights and optimizer state
 ATTENTIONS = ("eager", "sdpa")
-OPTIMIZERS = ("adamw", "sgd", "sgd_momentum")
+OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")
 
 # The table of the 2022 Hugging Face guide "efficient training on a single GPU"
 # (bert-large-uncased, one V100 16 GB, fp32, AdamW, 512 random sequences of 512 tokens),

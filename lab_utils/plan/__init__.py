@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 LOCAL_SGD_HANDICAP = 1.10  # local SGD ranks first only if >10 % faster: it changes convergence (lab 5)
-OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")
+OPTIMIZERS = stepmem.OPTIMIZERS
 
 
 def request(
