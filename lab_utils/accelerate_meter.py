@@ -10,7 +10,7 @@
 
 Inside the block ``Accelerator.prepare``, ``accumulate``, ``backward`` and ``clip_grad_norm_`` are
 wrapped for every Accelerator. Each micro-batch (leaving ``accumulate``) records its sync flag,
-collectives and bytes, optimizer steps, scheduler position and learning rate, and the data order;
+collectives, optimizer steps, scheduler position and learning rate, and the data order;
 each ``backward`` its collectives and sync flag, each clip the norm it returned.
 """
 
@@ -32,7 +32,6 @@ __all__ = ["LoopMeter", "fresh_accelerate", "metered", "metered_each", "reset_ac
 _KEYS = (
     "sync",
     "collectives",
-    "comm_bytes",
     "optimizer_steps",
     "scheduler_steps",
     "lrs_micro",
@@ -72,7 +71,7 @@ class LoopMeter:
         self._opt_steps = 0
         self._scheduler: Any = None
         self._datasets: list[Any] = []
-        self._seen = (0, 0)
+        self._seen = 0  # events counted when the last micro-batch closed
         self._saved: tuple[Any, ...] | None = None
 
     def watch(self, accelerator: Accelerator, prepared: tuple) -> None:
@@ -94,17 +93,14 @@ class LoopMeter:
         self._opt_steps += 1
 
     def _close_micro_batch(self, accelerator: Accelerator) -> None:
-        events = self.counter.events
-        n, nbytes = len(events), sum(e.nbytes for e in events)
-        rec = self.record
+        n, rec = len(self.counter.events), self.record
         rec["sync"].append(bool(accelerator.sync_gradients))
-        rec["collectives"].append(n - self._seen[0])
-        rec["comm_bytes"].append(nbytes - self._seen[1])
+        rec["collectives"].append(n - self._seen)
         rec["optimizer_steps"].append(self._opt_steps)
         if self._scheduler is not None:
             rec["scheduler_steps"].append(int(self._scheduler.last_epoch))
             rec["lrs_micro"].append(float(self._scheduler.get_last_lr()[0]))
-        self._seen = (n, nbytes)
+        self._seen = n
         self.counter.mark_step()
 
     def _after_backward(self, accelerator: Accelerator, before: int) -> None:

@@ -130,13 +130,10 @@ def _payload(args: tuple, kwargs: dict) -> tuple[int, int, str]:
     tensors: list[torch.Tensor] = []
     # FSDP2 calls reduce_scatter_single(output=..., input=...): the output is the rank's chunk.
     first = args[0] if args else kwargs.get("output", next(iter(kwargs.values()), None))
-    cands = [first] + ([args[1]] if len(args) > 1 else [])
-    for c in cands:
-        if isinstance(c, torch.Tensor):
-            tensors.append(c)
-            break
+    for c in [first, *args[1:2]]:
+        c = [c] if isinstance(c, torch.Tensor) else c
         if isinstance(c, (list, tuple)) and c and all(isinstance(t, torch.Tensor) for t in c):
-            tensors.extend(c)
+            tensors = list(c)
             break
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     numel = sum(t.numel() for t in tensors)
@@ -167,12 +164,9 @@ class CommCounter:
         return self
 
     def _record(
-        self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int | None = None, **more: Any
+        self, op: str, nbytes: int, numel: int, dtype: str, source: str, group_size: int = 0, **more: Any
     ) -> CommEvent:
-        info = dist_info()
-        rank = info.rank
-        if group_size is None:
-            group_size = info.world_size if info.backend != "none" else 0  # 0: no process group
+        rank = dist_info().rank
         event = CommEvent(op, nbytes, self.step, source, numel, dtype, rank, group_size, in_backward(), **more)
         self.events.append(event)
         return event
@@ -214,13 +208,10 @@ class CommCounter:
         def counted(*args, **kwargs):
             event = None
             if not self._paused and not self._inside:
-                nbytes, numel, dtype = (0, 0, "") if op == "barrier" else _payload(args, kwargs)
                 p2p = {"peer": _peer(op, args, kwargs)} if op in _P2P else {}
                 event = self._record(
                     _P2P.get(op, op),
-                    nbytes,
-                    numel,
-                    dtype,
+                    *((0, 0, "") if op == "barrier" else _payload(args, kwargs)),
                     "torch.distributed",
                     _group_size(args, kwargs),
                     caller=_caller(),
@@ -244,14 +235,10 @@ class CommCounter:
         """Start a new step: later events are counted towards step ``self.step + 1``."""
         self.step += 1
 
-    def reset(self) -> None:
-        self.events.clear()
-        self.step = 0
-
-    def summary(self, events: list[CommEvent] | None = None) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """Totals and per-step counts: ``collectives``, ``bytes``, ``by_op``, ``per_step``
         (a list over steps 0..last of ``{'collectives', 'bytes'}``)."""
-        events = self.events if events is None else events
+        events = self.events
         n_steps = max([e.step for e in events] + [self.step - 1, -1]) + 1
         per_step = [{"collectives": 0, "bytes": 0} for _ in range(n_steps)]
         by_op: dict[str, int] = {}
@@ -267,9 +254,7 @@ class CommCounter:
         }
 
     def gather(self) -> list[list[CommEvent]]:
-        """Every rank's events, indexed by rank (a collective: call it on all ranks).
-
-        The gather itself is not counted."""
+        """Every rank's events, indexed by rank (a collective, itself not counted: call it on all ranks)."""
         mine = [asdict(e) for e in self.events]
         if not dist.is_initialized():
             return [[CommEvent(**d) for d in mine]]
@@ -283,9 +268,6 @@ def _counting_allreduce_hook(counter, bucket):
     """DDP comm hook: record the bucket, then all-reduce and average it as DDP does by default.
 
     (No annotations: DDP checks them and this module's postponed ones would read as strings.)"""
-    buf = bucket.buffer()
-    counter._record(
-        "all_reduce", buf.numel() * buf.element_size(), buf.numel(), str(buf.dtype).replace("torch.", ""), "ddp-hook"
-    )
+    counter._record("all_reduce", *_payload((bucket.buffer(),), {}), "ddp-hook", _group_size((), {}))
     with counter.paused():  # the hook's own dist.all_reduce is this same event, not a second one
         return allreduce_hook(None, bucket)

@@ -53,8 +53,8 @@ def fmt_bytes(n: float | None) -> str:
     """'12.0 KiB' style; 'n/a' for None."""
     if n is None:
         return "n/a"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
@@ -80,12 +80,10 @@ class SavedTensorMeter:
     batch) whose storage should not count either.
     """
 
-    def __init__(
-        self, model: nn.Module | None = None, *, exclude: Iterable[torch.Tensor] = (), exclude_params: bool = True
-    ):
+    def __init__(self, model: nn.Module | None = None, *, exclude: Iterable[torch.Tensor] = ()):
         self.model = model
         self._excluded: set[tuple[int, str]] = {storage_key(t) for t in exclude}
-        if model is not None and exclude_params:
+        if model is not None:
             self._excluded |= {storage_key(p) for p in model.parameters()}
         self._seen: set[tuple[int, str]] = set()
         self._stack: list[str] = []
@@ -100,18 +98,13 @@ class SavedTensorMeter:
         if self.model is None:
             return
         for name, mod in self.model.named_modules():
-            if name == "":
-                continue
-            self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
-            self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
+            if name:
+                self._handles.append(mod.register_forward_pre_hook(lambda m, a, n=name: self._stack.append(n)))
+                self._handles.append(mod.register_forward_hook(lambda m, a, o, n=name: self._pop(n), always_call=True))
 
     def _pop(self, name: str) -> None:
         if self._stack and self._stack[-1] == name:
             self._stack.pop()
-
-    @property
-    def current_module(self) -> str:
-        return self._stack[-1] if self._stack else ""
 
     # -- counting -----------------------------------------------------------------------
     def add(self, t: torch.Tensor, source: str = "autograd") -> None:
@@ -125,7 +118,7 @@ class SavedTensorMeter:
         if key not in self._seen:
             self._seen.add(key)
             nbytes = t.untyped_storage().nbytes()
-        mod = self.current_module
+        mod = self._stack[-1] if self._stack else ""
         self.records.append(SavedRecord(mod, tuple(t.shape), t.dtype, nbytes, source, key))
         self.total_bytes += nbytes
         self.by_module[mod] += nbytes
@@ -153,25 +146,12 @@ class SavedTensorMeter:
         """Bytes of each counted storage, by ``storage_key``."""
         return {r.storage: r.nbytes for r in self.records if r.nbytes}
 
-    def summary(self, top: int = 10) -> str:
-        """A short text table: total, then the modules keeping the most bytes."""
-        lines = [
-            f"saved for backward: {fmt_bytes(self.total_bytes)} in {sum(r.nbytes > 0 for r in self.records)} storages"
-        ]
-        for mod, b in sorted(self.by_module.items(), key=lambda kv: -kv[1])[:top]:
-            lines.append(f"  {mod or '(outside modules)':<32} {fmt_bytes(b)}")
-        return "\n".join(lines)
 
-
-def note_saved(t: torch.Tensor, source: str, *, only_new: bool = False) -> None:
+def note_saved(t: torch.Tensor, source: str) -> None:
     """Report a tensor kept for backward that no saved-tensor hook sees (e.g. a selective
-    checkpoint cache) to the innermost active meter; a no-op outside any meter. ``only_new``:
-    skip it (no record) when its storage was already counted."""
+    checkpoint cache) to the innermost active meter; a no-op outside any meter."""
     if _ACTIVE:
-        meter = _ACTIVE[-1]
-        if only_new and isinstance(t, torch.Tensor) and storage_key(t) in meter._seen:
-            return
-        meter.add(t, source)
+        _ACTIVE[-1].add(t, source)
 
 
 class CudaPeak:
@@ -261,7 +241,6 @@ def measure_step(
     loss_fn: Callable[[], torch.Tensor],
     *,
     exclude: Iterable[torch.Tensor] = (),
-    backward: bool = True,
     profile_cpu: bool = False,
 ) -> MemoryReport:
     """One step: ``loss = loss_fn()`` under a SavedTensorMeter, then ``loss.backward()``, all
@@ -275,8 +254,7 @@ def measure_step(
                 loss = loss_fn()
             if not isinstance(loss, torch.Tensor):
                 raise TypeError(f"measure_step: loss_fn() returned {type(loss).__name__}; return the loss tensor")
-            if backward:
-                loss.backward()
+            loss.backward()
             del loss
         out.update(meter=meter, peak=peak.bytes)
 
@@ -289,11 +267,8 @@ def measure_step(
 
 def tensor_bytes(tensors) -> int:
     """Bytes of the given tensors (None skipped), each storage counted once."""
-    seen: dict = {}
-    for t in tensors:
-        if isinstance(t, torch.Tensor):
-            seen[(t.untyped_storage().data_ptr(), str(t.device))] = t.untyped_storage().nbytes()
-    return sum(seen.values())
+    kept = {storage_key(t): t.untyped_storage().nbytes() for t in tensors if isinstance(t, torch.Tensor)}
+    return sum(kept.values())
 
 
 def nbytes(tensors: Iterable[torch.Tensor]) -> int:

@@ -61,18 +61,18 @@ def mlp(
 class TransformerBlock(nn.Module):
     """A pre-LayerNorm transformer block (causal self-attention + MLP), small enough for a CPU."""
 
-    def __init__(self, d_model: int = 64, n_heads: int = 4, mlp_ratio: int = 4, causal: bool = True):
+    def __init__(self, d_model: int = 64, n_heads: int = 4):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        self.n_heads, self.causal = n_heads, causal
+        self.n_heads = n_heads
         self.ln1 = nn.LayerNorm(d_model)
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.ln2 = nn.LayerNorm(d_model)
-        self.fc = nn.Linear(d_model, mlp_ratio * d_model)
+        self.fc = nn.Linear(d_model, 4 * d_model)
         self.act = nn.GELU()
-        self.fc_out = nn.Linear(mlp_ratio * d_model, d_model)
+        self.fc_out = nn.Linear(4 * d_model, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -80,22 +80,19 @@ class TransformerBlock(nn.Module):
         q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
         # Plain attention (not the fused kernel) so every saved tensor is visible to the meters.
         att = (q @ k.transpose(-2, -1)) * (d // self.n_heads) ** -0.5
-        if self.causal:
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            att = att.masked_fill(mask, float("-inf"))
+        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+        att = att.masked_fill(mask, float("-inf"))
         y = (att.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
         return x + self.fc_out(self.act(self.fc(self.ln2(x))))
 
 
-def transformer_chain(
-    n_blocks: int = 4, d_model: int = 64, n_heads: int = 4, *, seed: int = 0, dtype: torch.dtype = torch.float32
-) -> nn.Sequential:
+def transformer_chain(n_blocks: int = 4, d_model: int = 64, n_heads: int = 4, *, seed: int = 0) -> nn.Sequential:
     """``n_blocks`` TransformerBlocks in an ``nn.Sequential`` (input and output: [batch, seq, d_model])."""
     if n_blocks < 1:
         raise ValueError(f"transformer_chain(n_blocks={n_blocks}): must be >= 1")
     torch.manual_seed(seed)
-    return nn.Sequential(*[TransformerBlock(d_model, n_heads) for _ in range(n_blocks)]).to(dtype)
+    return nn.Sequential(*[TransformerBlock(d_model, n_heads) for _ in range(n_blocks)])
 
 
 def _gpt2_config(vocab_size: int, n_positions: int, n_embd: int, n_layer: int, n_head: int, **extra):
@@ -135,24 +132,13 @@ def tiny_gpt2(
     return model
 
 
-def tiny_classifier(
-    num_labels: int = 2,
-    n_layer: int = 2,
-    n_embd: int = 64,
-    n_head: int = 4,
-    *,
-    vocab_size: int = 128,
-    n_positions: int = 128,
-    pad_token_id: int = 0,
-    seed: int = 0,
-):
-    """A GPT-2 sequence classifier built from a config; ``pad_token_id`` lets it find the last token."""
+def tiny_classifier(num_labels: int = 2, n_layer: int = 2, n_embd: int = 64, n_head: int = 4, *, seed: int = 0):
+    """A GPT-2 sequence classifier (vocabulary and positions 128) built from a config; its pad id
+    (0) lets it find each sequence's last token."""
     from transformers import GPT2ForSequenceClassification
 
     torch.manual_seed(seed)
-    cfg = _gpt2_config(
-        vocab_size, n_positions, n_embd, n_layer, n_head, num_labels=num_labels, pad_token_id=pad_token_id
-    )
+    cfg = _gpt2_config(128, 128, n_embd, n_layer, n_head, num_labels=num_labels, pad_token_id=0)
     return GPT2ForSequenceClassification(cfg)
 
 
@@ -164,12 +150,10 @@ def bert_classifier(
     vocab_size: int = 128,
     n_positions: int = 128,
     dropout: float = 0.1,
-    attention: str = "eager",
     seed: int = 0,
 ):
     """A BERT sequence classifier (2 labels) built from a config: random weights, no download.
-    ``n_layer=24, hidden=1024, n_head=16, vocab_size=30522, n_positions=512`` is bert-large's shape.
-    ``attention="eager"`` keeps the score tensors as the 2022 implementation did."""
+    ``n_layer=24, hidden=1024, n_head=16, vocab_size=30522, n_positions=512`` is bert-large's shape."""
     from transformers import BertConfig, BertForSequenceClassification
 
     cfg = BertConfig(
@@ -184,6 +168,6 @@ def bert_classifier(
         num_labels=2,
         use_cache=False,  # training only (checkpointing would turn it off, with a note)
     )
-    cfg._attn_implementation = attention
+    cfg._attn_implementation = "eager"  # keeps the score tensors, as the 2022 implementation did
     torch.manual_seed(seed)
     return BertForSequenceClassification(cfg)

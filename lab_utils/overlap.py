@@ -86,10 +86,6 @@ class Contention:
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
                 raise ValueError(f"Contention.{name}={v!r}: a slowdown fraction >= 0 (0.2 = 20 % slower)")
 
-    @property
-    def none(self) -> bool:
-        return self.compute == 0 and self.comm == 0
-
 
 @dataclass(frozen=True)
 class Transfer:
@@ -149,7 +145,7 @@ def backward_with_comm(
         raise ValueError(f"a bucket is ready after the backward ended ({backward_s} s): ready_s must be <= backward_s")
     if contention is not None and not isinstance(contention, Contention):
         raise TypeError(f"contention must be an overlap.Contention or None, got {type(contention).__name__}")
-    if contention is not None and not contention.none:
+    if contention is not None and (contention.compute or contention.comm):
         return _contended(buckets, backward_s, link, world_size, contention)
     free, transfers = 0.0, []
     for b in sorted(buckets, key=lambda b: b.ready_s):

@@ -57,13 +57,10 @@ class CallCounter:
             h.remove()
         self._handles.clear()
 
-    def recomputed_modules(self, leaf_only: bool = True) -> list[str]:
-        """Names of the modules that ran again during backward (leaves only by default)."""
-        names = [n for n, c in self.recomputed.items() if c]
-        if leaf_only:
-            leaves = {n for n, m in self.model.named_modules() if n and not list(m.children())}
-            names = [n for n in names if n in leaves]
-        return names
+    def recomputed_modules(self) -> list[str]:
+        """Names of the leaf modules that ran again during backward."""
+        leaves = {n for n, m in self.model.named_modules() if n and not list(m.children())}
+        return [n for n, c in self.recomputed.items() if c and n in leaves]
 
 
 def count_flops(fn: Callable[[], object]) -> int:

@@ -71,8 +71,7 @@ def allreduce_seconds(nbytes: float, world_size: int, link: Link, algorithm: str
         return 0.0
     if algorithm == "ring":
         return 2 * (p - 1) * link.latency_s + 2 * (p - 1) / p * nbytes / link.bandwidth_Bps
-    steps = math.ceil(math.log2(p))
-    return 2 * steps * (link.latency_s + nbytes / link.bandwidth_Bps)
+    return 2 * collective_seconds("broadcast", nbytes, p, link)  # a tree reduce, then a tree broadcast
 
 
 def collective_seconds(op: str, nbytes: float, world_size: int, link: Link) -> float:

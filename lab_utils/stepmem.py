@@ -21,13 +21,13 @@ import dataclasses
 from dataclasses import dataclass
 
 from lab_utils import stepmem_llama as llama
-from lab_utils.stepmem_llama import llama_fields
 
 __all__ = [
     "Shape",
     "Anatomy",
     "from_hf_config",
     "parameters",
+    "layer_parameters",
     "layer_activation_bytes",
     "activation_bytes",
     "predict",
@@ -39,7 +39,7 @@ __all__ = [
 ARCHS = ("gpt2", "bert", "llama")
 PRECISIONS = ("fp32", "bf16")  # bf16: autocast to bf16, fp32 master weights and optimizer state
 ATTENTIONS = ("eager", "sdpa")
-OPTIMIZERS = ("adamw", "sgd", "sgd_momentum")
+OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")
 
 # The table of the 2022 Hugging Face guide "efficient training on a single GPU"
 # (bert-large-uncased, one V100 16 GB, fp32, AdamW, 512 random sequences of 512 tokens),
@@ -190,7 +190,7 @@ def from_hf_config(config, *, batch: int, seq: int, **overrides) -> Shape:
             type_vocab=config.type_vocab_size,
         )
     elif kind == "llama":
-        fields = llama_fields(config)
+        fields = llama.llama_fields(config)
     else:
         raise ValueError(
             f"from_hf_config: model_type {kind!r} is not modelled; give a GPT2Config, a BertConfig or a LlamaConfig"
@@ -200,19 +200,24 @@ def from_hf_config(config, *, batch: int, seq: int, **overrides) -> Shape:
     return Shape(**fields)
 
 
+def layer_parameters(s: Shape) -> int:
+    """Parameters of one layer: attention's four projections, the MLP's two, two LayerNorms."""
+    if s.arch == "llama":
+        return llama.layer_parameters(s)
+    h, f = s.hidden, s.ffn_size
+    return (4 * h * h + 4 * h) + (2 * h * f + f + h) + 4 * h
+
+
 def parameters(s: Shape) -> int:
     """Number of parameters (GPT-2: LM head tied to the token embedding; BERT: with pooler and
     classifier)."""
     if s.arch == "llama":
         return llama.parameters(s)
-    h, f = s.hidden, s.ffn_size
-    attn = 4 * h * h + 4 * h
-    mlp = 2 * h * f + f + h
-    layer = attn + mlp + 4 * h  # two LayerNorms
+    h, layers = s.hidden, s.layers * layer_parameters(s)
     if s.arch == "gpt2":
-        return s.vocab * h + s.positions * h + s.layers * layer + 2 * h
+        return s.vocab * h + s.positions * h + layers + 2 * h
     embed = (s.vocab + s.positions + s.type_vocab) * h + 2 * h
-    return embed + s.layers * layer + h * h + h + h * s.num_labels + s.num_labels
+    return embed + layers + h * h + h + h * s.num_labels + s.num_labels
 
 
 def layer_activation_bytes(s: Shape, batch: int | None = None) -> int:
@@ -273,9 +278,7 @@ def activation_bytes(s: Shape) -> int:
     """Bytes kept for backward over one micro-batch's forward: every layer's activations, or with
     checkpointing only every layer's input, plus what the embeddings and the head keep."""
     b = s.micro_batch
-    if s.checkpointing and s.arch == "llama":
-        layers = s.layers * llama.checkpointed_layer_bytes(s, b)
-    elif s.checkpointing:  # each layer's input; eager attention's float mask, an input too, once
+    if s.checkpointing:  # each layer's input; GPT-2's eager attention's float mask, an input too, once
         layers = s.layers * b * s.seq * s.hidden * s.dtype_bytes
         layers += b * s.seq * s.seq * s.dtype_bytes if s.attention == "eager" and s.arch == "gpt2" else 0
     else:

@@ -26,7 +26,6 @@ __all__ = [
     "parameters",
     "layer_parameters",
     "layer_activation_bytes",
-    "checkpointed_layer_bytes",
     "outside_layers_bytes",
     "autocast_weight_copies",
     "n_tensors",
@@ -93,11 +92,6 @@ def layer_activation_bytes(s: Shape, b: int) -> int:
     attention = (2 + 2 * r) * u * c + b * s.heads * s.seq * 4
     mlp = 4 * ratio * u * c
     return int(norms + inputs + attention + mlp)
-
-
-def checkpointed_layer_bytes(s: Shape, b: int) -> int:
-    """What a checkpointed layer keeps: its input, on the residual stream (master dtype)."""
-    return b * s.seq * s.hidden * s.dtype_bytes
 
 
 def outside_layers_bytes(s: Shape, b: int) -> int:

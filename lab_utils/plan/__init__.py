@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 LOCAL_SGD_HANDICAP = 1.10  # local SGD ranks first only if >10 % faster: it changes convergence (lab 5)
-OPTIMIZERS = ("adamw", "sgd_momentum", "sgd")
+OPTIMIZERS = stepmem.OPTIMIZERS
 
 
 def request(
@@ -80,15 +80,15 @@ def _divisors(n: int, limit: int = 64) -> list[int]:
     return [k for k in range(1, min(n, limit) + 1) if n % k == 0]
 
 
-def candidates(shape: stepmem.Shape, hw: Hardware, *, local_sgd_h: tuple[int, ...] = (8, 64)) -> list[Plan]:
+def candidates(shape: stepmem.Shape, hw: Hardware) -> list[Plan]:
     """Every strategy the course taught, each with every accumulation that divides the batch."""
     out = []
     per_device = shape.batch // hw.devices
     families = [("ddp", 1), ("ddp-every-step", 1), ("zero1", 1), ("zero2", 1), ("fsdp", 1)]
-    families += [("local-sgd", h) for h in local_sgd_h]
+    families += [("local-sgd", h) for h in (8, 64)]  # H: updates between averages
     for ckpt in model.CHECKPOINTING:
         for par, h in families:
-            if hw.devices == 1 and par not in ("ddp",):
+            if hw.devices == 1 and par != "ddp":
                 continue
             for k in _divisors(per_device):
                 out.append(evaluate(shape, hw, Strategy(par, ckpt, k, h)))

@@ -78,7 +78,7 @@ def parse_bytes(text: str | int, field: str = "--memory") -> int:
         return int(text)
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*", str(text), re.IGNORECASE)
     unit = (m.group(2) or "").lower() if m else None
-    if unit is not None and unit and not unit.endswith("b"):
+    if unit and not unit.endswith("b"):
         unit += "b"  # '80G' reads as 80GB
     if not m or unit not in _UNITS:
         raise ValueError(f"{field} {text!r}: give a size such as 80GB, 80GiB or 16000MB")

@@ -24,7 +24,6 @@ from lab_utils.overlap import (
 )
 from lab_utils.plan.inputs import Hardware
 from lab_utils.simnet import collective_seconds
-from lab_utils.stepmem_llama import layer_parameters as llama_layer_parameters
 
 __all__ = [
     "Strategy",
@@ -120,19 +119,12 @@ def in_flight(p: int, m: int, stage: int) -> int:
     return min(m, p - stage)
 
 
-def _layer_params(s: stepmem.Shape) -> int:
-    if s.arch == "llama":
-        return llama_layer_parameters(s)
-    h, f = s.hidden, s.ffn_size
-    return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
-
-
 def update_flops(s: stepmem.Shape, recompute: bool) -> float:
     """FLOPs of one update over ``s.batch`` sequences: 2 per parameter and token forward (matmuls:
     the layers and the head), 4 * seq * hidden per layer and token for attention's two matmuls;
     backward twice the forward; checkpointing runs the layers' forward once more."""
     tokens = s.batch * s.seq
-    layers = (2 * _layer_params(s) + 4 * s.seq * s.hidden) * s.layers * tokens
+    layers = (2 * stepmem.layer_parameters(s) + 4 * s.seq * s.hidden) * s.layers * tokens
     head = 2 * s.vocab * s.hidden * tokens
     return 3 * (layers + head) + (layers if recompute else 0)
 
@@ -175,7 +167,7 @@ def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
     a = _device_step(s, s.batch // d, st)
     stage = {"zero1": 1, "zero2": 2, "fsdp": 3}.get(st.parallel, 0)
     w, g, o = zero_shard(a.weights, a.gradients, a.optimizer, world_size=d, stage=stage)
-    gathered = 2 * _layer_params(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
+    gathered = 2 * stepmem.layer_parameters(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
     return Memory(w, g, o, a.activations, a.temporaries, gathered)
 
 
@@ -186,7 +178,7 @@ def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
     one = _device_step(s, s.batch // d, st)
     n = stepmem.parameters(s)
     per_param = (one.weights + one.gradients + one.optimizer) / n
-    layer = _layer_params(s) * (s.layers // p)
+    layer = stepmem.layer_parameters(s) * (s.layers // p)
     emb = s.vocab * s.hidden
     shape = _shape(s, s.batch // d, st)
     b = shape.micro_batch
@@ -208,8 +200,7 @@ def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
     return Memory(w, g, int(state) - w - g, int(act), one.temporaries)
 
 
-def _micro(s: stepmem.Shape, hw: Hardware, st: Strategy, compute_s: float, comm_op: str, comm_bytes: float):
-    k = st.accumulation
+def _micro(k: int, compute_s: float, comm_op: str, comm_bytes: float) -> MicroStep:
     fwd, bwd = compute_s / k / 3, 2 * compute_s / k / 3
     n = max(1, round(comm_bytes / BUCKET_BYTES))
     return MicroStep(fwd, bwd, evenly_ready([comm_bytes / n] * n, bwd, comm_op))
@@ -235,15 +226,13 @@ def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]
     if st.parallel == "local-sgd":
         return compute + serial_seconds([("all_reduce", grads)], link, d) / st.h, compute
     if st.parallel in ("ddp", "ddp-every-step"):
-        micro = _micro(s, hw, st, compute, "all_reduce", grads)
+        micro = _micro(k, compute, "all_reduce", grads)
         fn = no_sync_update if st.parallel == "ddp" else naive_update
         return fn(micro, k, link, d), compute
-    if st.parallel == "zero1":  # reduce-scatter in the last backward, all-gather after the step
-        micro = _micro(s, hw, st, compute, "reduce_scatter", grads / d)
-        return no_sync_update(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
-    if st.parallel == "zero2":  # gradients are sharded: every micro-step reduce-scatters
-        micro = _micro(s, hw, st, compute, "reduce_scatter", grads / d)
-        return naive_update(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
+    if st.parallel in ("zero1", "zero2"):  # reduce-scatter, then all-gather after the step
+        micro = _micro(k, compute, "reduce_scatter", grads / d)
+        fn = no_sync_update if st.parallel == "zero1" else naive_update  # zero2's sharded grads: every micro-step
+        return fn(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
     # fsdp: per micro-step two all-gathers (forward, backward) and a reduce-scatter, overlapped
     per = compute / k
     layers = max(1, s.layers)

@@ -67,8 +67,7 @@ def best_per_family(plans: Sequence[Plan]) -> list[Plan]:
 
 def table(plans: Sequence[Plan], *, top: int | None = None) -> str:
     """Fixed-width rows: predicted peak per device (and its parts), seconds per update."""
-    rows = list(plans)[:top] if top else list(plans)
-    return "\n".join([HEADER] + [_row(p) for p in rows])
+    return "\n".join([HEADER] + [_row(p) for p in list(plans)[: top or None]])
 
 
 def figure(plans: Sequence[Plan], hw: Hardware, *, title: str = ""):
