@@ -39,6 +39,7 @@ __all__ = [
     "note_saved",
     "storage_key",
     "fmt_bytes",
+    "quiet_native_output",
 ]
 
 _ACTIVE: list[SavedTensorMeter] = []  # meters currently entered, innermost last
@@ -176,9 +177,10 @@ class CudaPeak:
 
 
 @contextlib.contextmanager
-def _quiet_native_output():
+def quiet_native_output():
     """Silence what C++ code writes to file descriptors 1 and 2 (the profiler logs a line at each
-    start and stop); Python-level prints are flushed first and go through as usual."""
+    start and stop). Python's buffers are flushed first; a notebook's prints, which write to no
+    file descriptor, still show."""
     sys.stdout.flush()
     sys.stderr.flush()
     saved = [os.dup(1), os.dup(2)]
@@ -202,7 +204,7 @@ def cpu_levels(fn: Callable[[], object]) -> tuple[int, int]:
     Slower than the meter (the first call pays ~1-2 s of profiler start-up), so use it once per
     strategy. The profiler's own log lines are silenced, and so is anything ``fn`` writes straight
     to file descriptors 1 and 2 (Python prints inside a notebook still show)."""
-    with _quiet_native_output():
+    with quiet_native_output():
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             fn()
     events = sorted(

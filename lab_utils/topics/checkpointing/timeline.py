@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from lab_utils.memory import _quiet_native_output
+from lab_utils.memory import quiet_native_output
 
 __all__ = ["Timeline", "allocation_timeline"]
 
@@ -48,7 +48,7 @@ def allocation_timeline(loss_fn: Callable[[], torch.Tensor], device: torch.devic
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        with _quiet_native_output():
+        with quiet_native_output():
             with profile(activities=activities, profile_memory=True) as prof:
                 loss = loss_fn()
                 with record_function(_MARK):

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.memory import _quiet_native_output
+from lab_utils.memory import quiet_native_output
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
 __all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]
@@ -38,7 +38,7 @@ reducer's hook returns before it, so none are recorded inside ``no_sync``."""
 @contextlib.contextmanager
 def quiet_profile() -> Iterator[torch.autograd.profiler.profile]:
     """The autograd profiler with its C++ start/stop lines (one per rank each time) kept off the terminal."""
-    with _quiet_native_output(), torch.autograd.profiler.profile(use_kineto=False) as prof:
+    with quiet_native_output(), torch.autograd.profiler.profile(use_kineto=False) as prof:
         yield prof
 
 
