@@ -48,21 +48,18 @@ class RecordingOptimizer:
         self.grads.append(local)
         return self.optimizer.step(*args, **kwargs)
 
-    def zero_grad(self, *args, **kwargs):
-        return self.optimizer.zero_grad(*args, **kwargs)
-
     def __getattr__(self, name: str):
         return getattr(self.optimizer, name)
 
 
-def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
+def _sharded(net: nn.Module, mesh_shape: Sequence[int] | None = None) -> nn.Module:
     shape = tuple(mesh_shape or (dist_info().world_size,))
     names = ("replicate", "shard") if len(shape) == 2 else None
     mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for child in net.children():
         if any(True for _ in child.parameters()):
-            fully_shard(child, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(net, mesh=mesh, reshard_after_forward=reshard_after_forward)
+            fully_shard(child, mesh=mesh)
+    fully_shard(net, mesh=mesh)
     return net
 
 
