@@ -217,10 +217,6 @@ def _policy_run(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) ->
     return meter.total_bytes, rep.total_flops, rep.forward_flops, grads
 
 
-def _recompute_all(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    return CheckpointPolicy.PREFER_RECOMPUTE
-
-
 def _saving(keys: set[tuple]) -> Policy:
     def policy(ctx, op, *args, **kwargs):
         return CheckpointPolicy.MUST_SAVE if op_key(op, args) in keys else CheckpointPolicy.PREFER_RECOMPUTE
@@ -235,13 +231,11 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budg
 
     def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured
         h = x.detach().requires_grad_()
-        blk = model[0]
-        contexts = functools.partial(create_selective_checkpoint_contexts, policy)
-        flops = count_flops(lambda: _loss(checkpoint(blk, h, use_reentrant=False, context_fn=contexts)).backward())
-        blk.zero_grad(set_to_none=True)
+        flops = count_flops(lambda: _loss(_selective(model[:1], h, policy)).backward())
+        model.zero_grad(set_to_none=True)
         return flops
 
-    every = step_flops(_recompute_all)
+    every = step_flops(_saving(set()))
     spared = [len(model) * (every - step_flops(_saving({r["key"]}))) for r in products]
     best = 0
     for pick in itertools.product((False, True), repeat=len(products)):
@@ -266,7 +260,7 @@ def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
         linear = sum(r["out_bytes"] for r in census if r["op"] in ("aten.addmm.default", "aten.mm.default"))
         budget = round(POLICY_TARGETS["budget"] * linear)  # below the linear layers' outputs
         _, base_total, fwd, ref = _policy_run(model, x, None)
-        floor, all_total, _, _ = _policy_run(model, x, _recompute_all)
+        floor, all_total, _, _ = _policy_run(model, x, _saving(set()))  # recompute everything
         best = all_total - base_total - _best_cached(model, x, census, budget)
         with _explained_checkpoint_errors(
             "a policy must return a CheckpointPolicy, the same one for an op in the "
