@@ -22,7 +22,7 @@ import torch.utils.checkpoint as torch_checkpoint
 from torch import nn
 from torch.utils.checkpoint import CheckpointError, CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from lab_utils.checks import grader
+from lab_utils.checks import grader, param_max_diff
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.recompute import CallCounter, count_flops, measure_recompute
@@ -106,7 +106,7 @@ def _kept_and_reruns(model: nn.Module, x: torch.Tensor, forward: Callable[[], to
 def _same_grads(got: list, ref: list, what: str) -> None:
     missing = sum(g is None for g in got)
     assert not missing, f"{what}: {missing} of {len(got)} gradients are missing (None): part of the graph got lost"
-    worst = max(float((g - r).abs().max()) for g, r in zip(got, ref))
+    worst = param_max_diff(got, ref)
     assert worst <= 1e-5, f"{what}: gradients differ from plain autograd's (max diff {worst:.2g})"
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lab_utils.checks import fingerprint, grader
+from lab_utils.checks import fingerprint, grader, max_abs_diff
 from lab_utils.comm import CommCounter
 from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
@@ -69,10 +69,10 @@ def check_accumulate(accumulate: Callable[..., None]) -> str:
         f"expected {UPDATES} (one per optimizer step)"
     )
     ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
-    gap = (got[0].params - ref).abs().max().item()
+    gap = max_abs_diff(got[0].params, ref)
     if gap >= 1e-5:
         mistake = next((why for why, wrong in _plausible_mistakes().items()
-                        if (got[0].params - wrong).abs().max().item() < 1e-5), "")  # fmt: skip
+                        if max_abs_diff(got[0].params, wrong) < 1e-5), "")  # fmt: skip
         raise AssertionError(
             f"after {UPDATES} optimizer steps the parameters are {gap:.1e} away from {UPDATES} large batches" + mistake
         )
@@ -186,7 +186,7 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     assert sent == [full // 2] * UPDATES, f"sent {sent} bytes per update; the float32 gradients are {full} bytes"
     assert len({r["fingerprint"] for r in got}) == 1, "the ranks ended with different parameters"
     ref = large_batch_reference(1, WORLD, updates=UPDATES, setup=SETUP)
-    gap = (got[0]["params"] - ref).abs().max().item()
+    gap = max_abs_diff(got[0]["params"], ref)
     assert gap < 2e-4, f"the parameters are {gap:.1e} away from one large batch: is the sum divided by the world size?"
     return f"{full // 2:,} bytes per update instead of {full:,}, large-batch parameters within {gap:.0e}"
 

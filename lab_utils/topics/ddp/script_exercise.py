@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lab_utils.checks import grader
+from lab_utils.checks import grader, max_abs_diff
 from lab_utils.flat import flat
 from lab_utils.proctree import kill_tree
 from lab_utils.topics.ddp.workload import Setup, dataset, model
@@ -233,7 +233,7 @@ def judge(run: ScriptRun) -> str:
             f"micro-steps (forward AND backward) go inside model.no_sync()"
         )
     assert run.params is not None, "rank 0 saved no checkpoint: torch.save(model.module.state_dict(), checkpoint_path)"
-    gap = (run.params - reference()).abs().max().item()
+    gap = max_abs_diff(run.params, reference())
     assert gap < 1e-5, (
         f"rank 0's checkpoint is {gap:.1e} away from one process on the same large batches: is each loss "
         f"divided by K_SCRIPT, and the gradient zeroed after each step?"

@@ -20,7 +20,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from lab_utils import data
-from lab_utils.checks import grader
+from lab_utils.checks import grader, max_abs_diff
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.launcher import launch
@@ -124,7 +124,7 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
                 w_local = w.chunk(r["shards"], dim=0)[r["shard"]]
                 if g is None:
                     return "a parameter had no gradient when the optimizer stepped: zero_grad before step?"
-                gap = (g - w_local).abs().max().item()
+                gap = max_abs_diff(g, w_local)
                 if gap > worst:
                     worst, ratio = gap, (g.norm() / w_local.norm()).item()
     if worst <= TOL:
