@@ -114,7 +114,6 @@ def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
     "which lines must every rank run, and which only rank 0?",
 )
 def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
-    got = None
     for timeout in (HANG_TIMEOUT, 4 * HANG_TIMEOUT):  # a busy machine can take longer to start 3 ranks
         try:
             got = launch(_mean_loss_on_rank, MEAN_WORLD, args=(mean_loss,), timeout=timeout)
@@ -122,7 +121,7 @@ def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
         except LaunchTimeout as err:
             if "had returned" in str(err):  # some ranks returned, others wait in a collective: the hang
                 raise AssertionError(f"after {timeout:g} s {str(err).split('. ')[0]}: it still hangs") from None
-    if got is None:
+    else:
         raise AssertionError(f"no rank returned within {4 * HANG_TIMEOUT:g} s: it hangs, or the machine is too busy")
     losses = [1.0 + 2.5 * r for r in range(MEAN_WORLD)]
     want = sum(losses) / MEAN_WORLD
@@ -219,9 +218,8 @@ def check_buckets(n_allreduces: int) -> str:
 def _whole(answer: Any) -> int:
     """A count given as 5, 5.0 or "5"."""
     try:
-        value = float(answer)
+        if float(answer).is_integer():
+            return int(float(answer))
     except (TypeError, ValueError):
-        raise AssertionError(f"n_allreduces should be a whole number of all-reduces, got {answer!r}") from None
-    if not value.is_integer():
-        raise AssertionError(f"n_allreduces should be a whole number of all-reduces, got {answer!r}")
-    return int(value)
+        pass
+    raise AssertionError(f"n_allreduces should be a whole number of all-reduces, got {answer!r}")
