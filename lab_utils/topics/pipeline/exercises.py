@@ -33,14 +33,8 @@ STALL_S = 10.0  # a send or receive waiting this long names the hang (watch.nami
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
 CHOOSE_SPEC = stages.Spec(depth=4, width=64, batch=64)  # exercise 2's pipeline: 2 stages, 1F1B
 CHOOSE_P = 2
-
-
+# a message sent from code inside torch or lab_utils was not sent by the student's loop
 _NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))
-
-
-def _own(caller: str) -> bool:
-    """Whether a message was sent by code outside torch and lab_utils (the student's loop)."""
-    return not caller.startswith(_NOT_YOURS)
 
 
 def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
@@ -76,7 +70,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     act = FILL_DRAIN_SPEC.batch // m * FILL_DRAIN_SPEC.width * 8
     for s, r in enumerate(runs_):
         msgs = r["messages"]
-        others = sorted({os.path.basename(msg.caller) for msg in msgs if not _own(msg.caller)})
+        others = sorted({os.path.basename(msg.caller) for msg in msgs if msg.caller.startswith(_NOT_YOURS)})
         assert not others, (
             f"stage {s}'s messages were sent by {others}, not by your loop: call dist.send / dist.recv "
             "(or isend / irecv) yourself"
