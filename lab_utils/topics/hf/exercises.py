@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
@@ -137,10 +138,10 @@ def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], w
         items = [train_ds[i] for i in order[k * _OWN_B : (k + 1) * _OWN_B]]
         batch = {key: torch.stack([it[key] for it in items]) for key in items[0]}
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        loss = torch.nn.functional.cross_entropy(logits, batch["labels"], weight=weights)
+        loss = F.cross_entropy(logits, batch["labels"], weight=weights)
         (loss / _OWN_K).backward()
         losses.append(loss.item())
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)).item()
+    norm = flat(model, grads=True, dtype=torch.float64).norm().item()
     return norm, sum(losses) / _OWN_K
 
 
@@ -223,7 +224,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
         data = _token_data()
         ref = _tiny_lm()
         x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
-        torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
+        F.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
         want = flat(ref, grads=True)
 
         model = accelerator.prepare(_tiny_lm())
@@ -232,15 +233,13 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
         for inputs, targets in mine:
             with accelerator.accumulate(model):
                 logits = model(inputs.to(accelerator.device))
-                token_loss_sum = torch.nn.functional.cross_entropy(
-                    logits, targets.to(accelerator.device), reduction="sum"
-                )
+                token_loss_sum = F.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
                 accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
         got = flat(model, grads=True)
     return {
         "ratio": float(got.norm() / want.norm()),
         "gap": float((got - want).norm() / want.norm()),
-        "cos": float(torch.nn.functional.cosine_similarity(got, want, dim=0)),
+        "cos": float(F.cosine_similarity(got, want, dim=0)),
     }
 
 
