@@ -86,13 +86,13 @@ def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Modu
     return max((max_abs_diff(x, y) for x, y in zip(pa, pb)), default=0.0)
 
 
-def fingerprint(params: torch.nn.Module | Iterable[torch.Tensor], digits: int = 12) -> str:
+def fingerprint(params: torch.nn.Module | Iterable[torch.Tensor]) -> str:
     """A short hex digest of parameter values (exact bits): equal on two ranks means equal models."""
     tensors = list(params.parameters()) if isinstance(params, torch.nn.Module) else list(params)
     h = hashlib.sha256()
     for t in tensors:
         h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:digits]
+    return h.hexdigest()[:12]
 
 
 _STUB_OPS = {
@@ -136,9 +136,9 @@ def _raised_stub(err: BaseException) -> bool:
     return False
 
 
-def _failed(title: str, why: str, hint: str) -> str:
-    print(f"{FAILED} {title}: {why}\n  hint: {hint}")
-    return FAILED
+def _say(mark: Mark, line: str) -> Mark:
+    print(f"{mark} {line}")
+    return mark
 
 
 def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
@@ -154,21 +154,17 @@ def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Ca
             todo = [v for v in (*args, *kwargs.values()) if _unattempted(v)]
             if todo:
                 what = "Write the code above" if any(callable(v) for v in todo) else "Fill in the `...` above"
-                print(f"{NOT_ATTEMPTED} {title}: not attempted yet. {what}; hint: {hint}")
-                return NOT_ATTEMPTED
+                return _say(NOT_ATTEMPTED, f"{title}: not attempted yet. {what}; hint: {hint}")
             try:
                 detail = check_fn(*args, **kwargs)
             except AssertionError as err:
-                return _failed(title, str(err), hint)
+                return _say(FAILED, f"{title}: {err}\n  hint: {hint}")
             except Exception as err:  # noqa: BLE001 - the student's code raised: a ✗, not a traceback
                 if _raised_stub(err):
-                    print(f"{NOT_ATTEMPTED} {title}: not attempted yet. Write the code above; hint: {hint}")
-                    return NOT_ATTEMPTED
-                return _failed(title, f"your code raised {type(err).__name__}: {err}", hint)
-            print(f"{PASSED} {title}" + (f": {detail}" if detail else ""))
-            return PASSED
+                    return _say(NOT_ATTEMPTED, f"{title}: not attempted yet. Write the code above; hint: {hint}")
+                return _say(FAILED, f"{title}: your code raised {type(err).__name__}: {err}\n  hint: {hint}")
+            return _say(PASSED, title + (f": {detail}" if detail else ""))
 
-        graded.title = title  # type: ignore[attr-defined]
         return graded
 
     return wrap

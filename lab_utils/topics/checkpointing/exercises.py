@@ -22,7 +22,7 @@ import torch.utils.checkpoint as torch_checkpoint
 from torch import nn
 from torch.utils.checkpoint import CheckpointError, CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
-from lab_utils.checks import grader
+from lab_utils.checks import grader, param_max_diff
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.recompute import CallCounter, count_flops, measure_recompute
@@ -106,7 +106,7 @@ def _kept_and_reruns(model: nn.Module, x: torch.Tensor, forward: Callable[[], to
 def _same_grads(got: list, ref: list, what: str) -> None:
     missing = sum(g is None for g in got)
     assert not missing, f"{what}: {missing} of {len(got)} gradients are missing (None): part of the graph got lost"
-    worst = max(float((g - r).abs().max()) for g, r in zip(got, ref))
+    worst = param_max_diff(got, ref)
     assert worst <= 1e-5, f"{what}: gradients differ from plain autograd's (max diff {worst:.2g})"
 
 
@@ -162,7 +162,6 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
             f"({sum(calls.values())} calls re-run, expected {sum(want_calls.values())})"
         )
         out.append(f"k={k}: {fmt_bytes(kept)} kept")
-    model.zero_grad(set_to_none=True)
     return ", ".join(out) + ", same gradients"
 
 
@@ -201,9 +200,7 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
     assert all(r == 1 for r in reruns.values()), (
         f"each module should run exactly once more in backward; re-runs per module: {reruns}"
     )
-    got = [p.grad for p in model.parameters()] + [x.grad]
-    _same_grads([None if g is None else g.clone() for g in got], ref, "checkpoint_by_hooks")
-    model.zero_grad(set_to_none=True)
+    _same_grads([p.grad for p in model.parameters()] + [x.grad], ref, "checkpoint_by_hooks")
     return f"0 B kept alive (plain: {fmt_bytes(plain)}), each module re-run once, same gradients"
 
 
@@ -215,10 +212,6 @@ def _policy_run(model: nn.Sequential, x: torch.Tensor, policy: Policy | None) ->
     rep = measure_recompute(model, lambda: _loss(_selective(model, x, policy)), meter=meter)
     grads = [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
     return meter.total_bytes, rep.total_flops, rep.forward_flops, grads
-
-
-def _recompute_all(ctx, op, *args, **kwargs) -> CheckpointPolicy:
-    return CheckpointPolicy.PREFER_RECOMPUTE
 
 
 def _saving(keys: set[tuple]) -> Policy:
@@ -235,13 +228,11 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budg
 
     def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured
         h = x.detach().requires_grad_()
-        blk = model[0]
-        contexts = functools.partial(create_selective_checkpoint_contexts, policy)
-        flops = count_flops(lambda: _loss(checkpoint(blk, h, use_reentrant=False, context_fn=contexts)).backward())
-        blk.zero_grad(set_to_none=True)
+        flops = count_flops(lambda: _loss(_selective(model[:1], h, policy)).backward())
+        model.zero_grad(set_to_none=True)
         return flops
 
-    every = step_flops(_recompute_all)
+    every = step_flops(_saving(set()))
     spared = [len(model) * (every - step_flops(_saving({r["key"]}))) for r in products]
     best = 0
     for pick in itertools.product((False, True), repeat=len(products)):
@@ -266,7 +257,7 @@ def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
         linear = sum(r["out_bytes"] for r in census if r["op"] in ("aten.addmm.default", "aten.mm.default"))
         budget = round(POLICY_TARGETS["budget"] * linear)  # below the linear layers' outputs
         _, base_total, fwd, ref = _policy_run(model, x, None)
-        floor, all_total, _, _ = _policy_run(model, x, _recompute_all)
+        floor, all_total, _, _ = _policy_run(model, x, _saving(set()))  # recompute everything
         best = all_total - base_total - _best_cached(model, x, census, budget)
         with _explained_checkpoint_errors(
             "a policy must return a CheckpointPolicy, the same one for an op in the "
@@ -285,5 +276,4 @@ def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
             "product the replay never reaches sparing nothing): too few FLOPs spared per byte"
         )
         lines.append(f"seq {seq}: {fmt_bytes(cache)} of {fmt_bytes(budget)} per block, {extra / fwd:.2f} extra FLOPs")
-    model.zero_grad(set_to_none=True)
     return "; ".join(lines) + " (as few as the best set of products within the budget)"

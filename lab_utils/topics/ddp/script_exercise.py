@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lab_utils.checks import grader
+from lab_utils.checks import grader, max_abs_diff
 from lab_utils.flat import flat
 from lab_utils.proctree import kill_tree
 from lab_utils.topics.ddp.workload import Setup, dataset, model
@@ -154,7 +154,7 @@ class ScriptRun:
     params: torch.Tensor | None = None
 
 
-def run_script(fn: Callable[[str], Any], timeout_s: float = TIMEOUT_S) -> ScriptRun:
+def run_script(fn: Callable[[str], Any]) -> ScriptRun:
     """Write ``fn`` to a script and run it with torchrun on ``WORLD`` processes (gloo on CPU)."""
     with tempfile.TemporaryDirectory(prefix="ddp-script-") as work:
         script, ckpt = write_script(fn, Path(work, "my_ddp_script.py")), Path(work, "checkpoint.pt")
@@ -166,11 +166,11 @@ def run_script(fn: Callable[[str], Any], timeout_s: float = TIMEOUT_S) -> Script
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, stdin=subprocess.DEVNULL)  # fmt: skip
         try:
-            output, _ = proc.communicate(timeout=timeout_s)
+            output, _ = proc.communicate(timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             kill_tree(proc.pid)  # torchrun's ranks live in sessions of their own
             output, _ = proc.communicate()
-            output += f"\n(stopped after {timeout_s:g} s: a rank that waits in a collective the other skips hangs)"
+            output += f"\n(stopped after {TIMEOUT_S:g} s: a rank that waits in a collective the other skips hangs)"
         ranks = [json.loads(p.read_text()) for p in sorted(Path(work).glob("rank*.json"))]
         params = None
         if ckpt.exists():
@@ -233,7 +233,7 @@ def judge(run: ScriptRun) -> str:
             f"micro-steps (forward AND backward) go inside model.no_sync()"
         )
     assert run.params is not None, "rank 0 saved no checkpoint: torch.save(model.module.state_dict(), checkpoint_path)"
-    gap = (run.params - reference()).abs().max().item()
+    gap = max_abs_diff(run.params, reference())
     assert gap < 1e-5, (
         f"rank 0's checkpoint is {gap:.1e} away from one process on the same large batches: is each loss "
         f"divided by K_SCRIPT, and the gradient zeroed after each step?"

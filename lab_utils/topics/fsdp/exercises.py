@@ -20,7 +20,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 from lab_utils import data
-from lab_utils.checks import grader
+from lab_utils.checks import grader, max_abs_diff
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.launcher import launch
@@ -48,21 +48,18 @@ class RecordingOptimizer:
         self.grads.append(local)
         return self.optimizer.step(*args, **kwargs)
 
-    def zero_grad(self, *args, **kwargs):
-        return self.optimizer.zero_grad(*args, **kwargs)
-
     def __getattr__(self, name: str):
         return getattr(self.optimizer, name)
 
 
-def _sharded(net: nn.Module, reshard_after_forward: bool = True, mesh_shape: Sequence[int] | None = None) -> nn.Module:
+def _sharded(net: nn.Module, mesh_shape: Sequence[int] | None = None) -> nn.Module:
     shape = tuple(mesh_shape or (dist_info().world_size,))
     names = ("replicate", "shard") if len(shape) == 2 else None
     mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for child in net.children():
         if any(True for _ in child.parameters()):
-            fully_shard(child, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(net, mesh=mesh, reshard_after_forward=reshard_after_forward)
+            fully_shard(child, mesh=mesh)
+    fully_shard(net, mesh=mesh)
     return net
 
 
@@ -127,7 +124,7 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
                 w_local = w.chunk(r["shards"], dim=0)[r["shard"]]
                 if g is None:
                     return "a parameter had no gradient when the optimizer stepped: zero_grad before step?"
-                gap = (g - w_local).abs().max().item()
+                gap = max_abs_diff(g, w_local)
                 if gap > worst:
                     worst, ratio = gap, (g.norm() / w_local.norm()).item()
     if worst <= TOL:

@@ -7,11 +7,13 @@ exercises.check_window_loss(window_loss)       # 3: a window's tokens across 2 r
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
@@ -23,7 +25,7 @@ from lab_utils.topics.hf.data import build_model, make_splits, offline
 from lab_utils.topics.hf.trainer import TrainerMeter
 
 __all__ = [
-    "ClipNorms",
+    "clip_norms",
     "exercise_args",
     "trainer_losses",
     "check_loop_from_args",
@@ -59,27 +61,22 @@ def exercise_args(output_dir: str) -> TrainingArguments:
     )
 
 
-class ClipNorms:
-    """Records the total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in
-    the block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
+@contextlib.contextmanager
+def clip_norms() -> Iterator[list[float]]:
+    """The total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in the
+    block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
+    original, norms = torch.nn.utils.clip_grad_norm_, []
 
-    def __init__(self) -> None:
-        self.norms: list[float] = []
-        self._original: Any = None
+    def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
+        norm = original(*args, **kwargs)
+        norms.append(float(norm))
+        return norm
 
-    def __enter__(self) -> ClipNorms:
-        original, meter = torch.nn.utils.clip_grad_norm_, self
-
-        def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
-            norm = original(*args, **kwargs)
-            meter.norms.append(float(norm))
-            return norm
-
-        self._original, torch.nn.utils.clip_grad_norm_ = original, clip
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        torch.nn.utils.clip_grad_norm_ = self._original
+    torch.nn.utils.clip_grad_norm_ = clip
+    try:
+        yield norms
+    finally:
+        torch.nn.utils.clip_grad_norm_ = original
 
 
 def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
@@ -88,12 +85,12 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
-    with fresh_accelerate(), TrainerMeter() as meter, ClipNorms() as clips:
+    with fresh_accelerate(), TrainerMeter() as meter, clip_norms() as clips:
         trainer = Trainer(model=model, args=args, train_dataset=train_ds)
         trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
         trainer.remove_callback(PrinterCallback)
         trainer.train()
-    return meter.micro_losses, list(train_ds.order), clips.norms
+    return meter.micro_losses, list(train_ds.order), clips
 
 
 @grader(
@@ -105,7 +102,7 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
         args = exercise_args(d)
         train_ds, _ = make_splits(32, 4)
         # the student's loop first: a stub stops here, before the Trainer's run
-        with fresh_accelerate(), ClipNorms() as clips:
+        with fresh_accelerate(), clip_norms() as clips:
             got = loop_from_args(args, build_model(), train_ds)
         want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
@@ -115,11 +112,11 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
     assert first is None, f"the losses part at micro-batch {first} (largest gap {gap:.2g})"
     # AdamW and clipping hide a wrong gradient scale from the losses (section 3): the norms show it
-    assert clips.norms, "your loop never clipped the gradients (the Trainer clips at args.max_grad_norm)"
-    assert len(clips.norms) == len(want_norms), (
-        f"your loop clipped {len(clips.norms)} times, the Trainer once per update ({len(want_norms)} updates)"
+    assert clips, "your loop never clipped the gradients (the Trainer clips at args.max_grad_norm)"
+    assert len(clips) == len(want_norms), (
+        f"your loop clipped {len(clips)} times, the Trainer once per update ({len(want_norms)} updates)"
     )
-    ratios = [a / b for a, b in zip(clips.norms, want_norms)]
+    ratios = [a / b for a, b in zip(clips, want_norms)]
     bad = [r for r in ratios if abs(r - 1) > 1e-4]
     assert not bad, (
         f"same losses, but the gradient norm of your updates is {[round(r, 3) for r in ratios]} x the "
@@ -141,10 +138,10 @@ def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], w
         items = [train_ds[i] for i in order[k * _OWN_B : (k + 1) * _OWN_B]]
         batch = {key: torch.stack([it[key] for it in items]) for key in items[0]}
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-        loss = torch.nn.functional.cross_entropy(logits, batch["labels"], weight=weights)
+        loss = F.cross_entropy(logits, batch["labels"], weight=weights)
         (loss / _OWN_K).backward()
         losses.append(loss.item())
-    norm = torch.sqrt(sum((p.grad.double() ** 2).sum() for p in model.parameters() if p.grad is not None)).item()
+    norm = flat(model, grads=True, dtype=torch.float64).norm().item()
     return norm, sum(losses) / _OWN_K
 
 
@@ -202,13 +199,13 @@ _TOKENS = ((3, 40, 9), (25, 6, 14))  # [rank][micro-batch] target tokens
 _VOCAB, _WIDTH = 11, 8
 
 
-def _tiny_lm(seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
+def _tiny_lm() -> torch.nn.Module:
+    torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Embedding(_VOCAB, _WIDTH), torch.nn.Linear(_WIDTH, _VOCAB))
 
 
-def _token_data(seed: int = 1) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
-    g = torch.Generator().manual_seed(seed)
+def _token_data() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    g = torch.Generator().manual_seed(1)
     return [
         [(torch.randint(0, _VOCAB, (n,), generator=g), torch.randint(0, _VOCAB, (n,), generator=g)) for n in rank]
         for rank in _TOKENS
@@ -227,7 +224,7 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
         data = _token_data()
         ref = _tiny_lm()
         x, y = torch.cat([t for r in data for t, _ in r]), torch.cat([t for r in data for _, t in r])
-        torch.nn.functional.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
+        F.cross_entropy(ref(x), y).backward()  # the big batch: mean over all tokens
         want = flat(ref, grads=True)
 
         model = accelerator.prepare(_tiny_lm())
@@ -236,15 +233,13 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
         for inputs, targets in mine:
             with accelerator.accumulate(model):
                 logits = model(inputs.to(accelerator.device))
-                token_loss_sum = torch.nn.functional.cross_entropy(
-                    logits, targets.to(accelerator.device), reduction="sum"
-                )
+                token_loss_sum = F.cross_entropy(logits, targets.to(accelerator.device), reduction="sum")
                 accelerator.backward(window_loss(accelerator, token_loss_sum, window_tokens))
         got = flat(model, grads=True)
     return {
         "ratio": float(got.norm() / want.norm()),
         "gap": float((got - want).norm() / want.norm()),
-        "cos": float(torch.nn.functional.cosine_similarity(got, want, dim=0)),
+        "cos": float(F.cosine_similarity(got, want, dim=0)),
     }
 
 

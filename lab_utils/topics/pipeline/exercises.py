@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 import lab_utils
-from lab_utils.checks import grader
+from lab_utils.checks import grader, max_abs_diff
 from lab_utils.env import dist_info
 from lab_utils.launcher import launch
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
@@ -33,14 +33,8 @@ STALL_S = 10.0  # a send or receive waiting this long names the hang (watch.nami
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
 CHOOSE_SPEC = stages.Spec(depth=4, width=64, batch=64)  # exercise 2's pipeline: 2 stages, 1F1B
 CHOOSE_P = 2
-
-
+# a message sent from code inside torch or lab_utils was not sent by the student's loop
 _NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))
-
-
-def _own(caller: str) -> bool:
-    """Whether a message was sent by code outside torch and lab_utils (the student's loop)."""
-    return not caller.startswith(_NOT_YOURS)
 
 
 def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
@@ -64,7 +58,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     runs_ = [r["runs"][m] for r in got]
     grads = torch.cat([r["grads"] for r in runs_])
     ref = stages.reference_grads(FILL_DRAIN_SPEC)
-    gap = (grads - ref).abs().max().item()
+    gap = max_abs_diff(grads, ref)
     assert gap <= 1e-12, f"the gradients are {gap:.1e} away from one large batch in one process (float64)"
     forwards = [f"F{i}" for i in range(m)]
     for s, r in enumerate(runs_):
@@ -76,7 +70,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     act = FILL_DRAIN_SPEC.batch // m * FILL_DRAIN_SPEC.width * 8
     for s, r in enumerate(runs_):
         msgs = r["messages"]
-        others = sorted({os.path.basename(msg.caller) for msg in msgs if not _own(msg.caller)})
+        others = sorted({os.path.basename(msg.caller) for msg in msgs if msg.caller.startswith(_NOT_YOURS)})
         assert not others, (
             f"stage {s}'s messages were sent by {others}, not by your loop: call dist.send / dist.recv "
             "(or isend / irecv) yourself"
@@ -132,23 +126,17 @@ def _reference_m(p: int, batch: int, bytes_per_sample: float, budget: float, max
     return None
 
 
-_MEASURED_1F1B: dict[int, tuple[int, float]] = {}  # m: (stage 0's live peak, the order's bubble)
-
-
 def _run_1f1b(ms: Sequence[int]) -> dict[str, Any]:
     return runs.measure(functools.partial(schedule_step, "1F1B"), CHOOSE_SPEC, ms, warmup=0)
 
 
+@functools.cache
 def _measured_1f1b() -> dict[int, tuple[int, float]]:
     """Schedule1F1B run on 2 real ranks for every m (>= 2) dividing the batch, once per process:
-    stage 0's bytes held for backward at the worst moment (live) and the bubble of the order it ran."""
-    if not _MEASURED_1F1B:
-        ms = [m for m in range(CHOOSE_P, CHOOSE_SPEC.batch + 1) if CHOOSE_SPEC.batch % m == 0]
-        got = launch(_run_1f1b, CHOOSE_P, args=(ms,), timeout=120)
-        for m in ms:
-            order_bubble = timeline.median_bubble(got, m, slots=True)
-            _MEASURED_1F1B[m] = (got[0]["runs"][m]["live_peak"][0], order_bubble)
-    return _MEASURED_1F1B
+    m -> (stage 0's bytes held for backward at the worst moment (live), the bubble of the order it ran)."""
+    ms = [m for m in range(CHOOSE_P, CHOOSE_SPEC.batch + 1) if CHOOSE_SPEC.batch % m == 0]
+    got = launch(_run_1f1b, CHOOSE_P, args=(ms,), timeout=120)
+    return {m: (got[0]["runs"][m]["live_peak"][0], timeline.median_bubble(got, m, slots=True)) for m in ms}
 
 
 @grader(
@@ -213,14 +201,14 @@ def block_flops(spec: stages.Spec) -> list[int]:
     return out
 
 
+def _busiest(costs: Sequence[float], cuts: Sequence[int]) -> float:
+    """The cost of the most loaded stage when the blocks are cut at ``cuts``."""
+    return max(sum(costs[a:b]) for a, b in itertools.pairwise([0, *cuts, len(costs)]))
+
+
 def best_split(costs: Sequence[float], p: int) -> float:
     """The smallest possible cost of the most loaded stage, over every contiguous split."""
-    n = len(costs)
-    best = float("inf")
-    for cuts in itertools.combinations(range(1, n), p - 1):
-        edges = [0, *cuts, n]
-        best = min(best, max(sum(costs[a:b]) for a, b in zip(edges, edges[1:])))
-    return best
+    return min(_busiest(costs, cuts) for cuts in itertools.combinations(range(1, len(costs)), p - 1))
 
 
 @grader(
@@ -239,7 +227,7 @@ def check_balance(balance: Callable[[list[float], int], Sequence[int]]) -> str:
         assert len(cuts) == p - 1 and all(a < b for a, b in zip(edges, edges[1:])), (
             f"for {n} blocks and p={p} you returned boundaries {cuts}: give {p - 1} increasing indices in 1..{n - 1}"
         )
-        worst = max(sum(costs[a:b]) for a, b in zip(edges, edges[1:]))
+        worst = _busiest(costs, cuts)
         best = best_split(costs, p)
         assert worst == best, (
             f"costs {list(costs)}, p={p}: your boundaries {cuts} leave {worst:g} on the busiest stage; "
@@ -252,7 +240,7 @@ def check_balance(balance: Callable[[list[float], int], Sequence[int]]) -> str:
         f"run on 2 ranks with your boundaries {cuts}, the stages computed {[f / 1e6 for f in flops]} MFLOPs; "
         f"the best split leaves {best_split(measured, 2) / 1e6:g} MFLOPs on the busiest"
     )
-    even = max(sum(measured[a:b]) for a, b in zip([0, 4], [4, 8]))
+    even = _busiest(measured, [4])
     return (
         f"run on 2 ranks with boundaries {cuts}: {' and '.join(f'{f / 1e6:.1f}' for f in flops)} MFLOPs per stage "
         f"(counted), the busiest {max(flops) / even:.0%} of an even split's"

@@ -19,14 +19,13 @@ __all__ = ["check_mean", "check_broadcast", "check_gather"]
 WORLD = 3  # three ranks: a hard-coded 1/2 or a two-rank shortcut fails
 
 
-def _values(world: int) -> list[torch.Tensor]:
+def _values() -> list[torch.Tensor]:
     """The tensor each rank starts from: distinct per rank, not symmetric around anything."""
-    return [torch.tensor([1.0 + 3.0 * r, -2.0 + r * r, 0.5 * (r + 1)]) for r in range(world)]
+    return [torch.tensor([1.0 + 3.0 * r, -2.0 + r * r, 0.5 * (r + 1)]) for r in range(WORLD)]
 
 
-def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor], world_values: list[list[float]]) -> list[Any]:
-    x = torch.tensor(world_values[dist_info().rank])
-    out = fn(x.clone())
+def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[Any]:
+    out = fn(_values()[dist_info().rank])
     return out.tolist() if isinstance(out, torch.Tensor) else out
 
 
@@ -35,9 +34,8 @@ def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor], world_values: list[lis
     hint="reread 'Real ranks from a notebook cell': all_reduce sums in place; DDP averages gradients the same way",
 )
 def check_mean(mean_across_ranks: Callable[[torch.Tensor], torch.Tensor]) -> str:
-    values = _values(WORLD)
-    expected = torch.stack(values).mean(0)
-    got = launch(_run_mean, WORLD, args=(mean_across_ranks, [v.tolist() for v in values]), timeout=60)
+    expected = torch.stack(_values()).mean(0)
+    got = launch(_run_mean, WORLD, args=(mean_across_ranks,), timeout=60)
     for rank, out in enumerate(got):
         assert isinstance(out, list) and len(out) == 3, f"{WORLD} ranks: rank {rank} returned {out!r}, not a tensor"
         assert torch.allclose(torch.tensor(out), expected, atol=1e-6), (
