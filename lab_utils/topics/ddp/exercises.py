@@ -13,15 +13,13 @@ student's code with instruments attached from outside (a counting comm hook, cou
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from lab_utils.checks import fingerprint, grader, max_abs_diff
-from lab_utils.comm import CommCounter
-from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.errors import LaunchTimeout
 from lab_utils.flat import flat
@@ -30,7 +28,7 @@ from lab_utils.topics.ddp.buckets import counts, predict
 from lab_utils.topics.ddp.workload import (
     Setup,
     UpdateRun,
-    dataset,
+    hooked_steps,
     large_batch_reference,
     model,
     param_bytes,
@@ -82,25 +80,13 @@ def check_accumulate(accumulate: Callable[..., None]) -> str:
 
 def _plausible_mistakes() -> dict[str, torch.Tensor]:
     """The parameters that two likely mistakes reach, computed in one process (same samples)."""
-    out = {}
-    for why, scale, keep in (
-        ("; they match the loop with no zero_grad after each step (the previous step's gradients were "
-         "added in): call optimizer.zero_grad() after optimizer.step()", 1.0, True),
-        ("; they match a loop whose losses are not divided by k (each step's gradient is k times too "
-         "large)", float(K), False),
-    ):  # fmt: skip
-        net = model(SETUP)
-        opt = torch.optim.SGD(net.parameters(), lr=SETUP.lr)
-        big = WORLD * K * SETUP.micro_batch
-        x, y = dataset(UPDATES * big, SETUP)
-        opt.zero_grad()
-        for u in range(UPDATES):
-            if not keep:
-                opt.zero_grad()
-            (scale * F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big])).backward()
-            opt.step()
-        out[why] = flat(net, dtype=torch.float64)
-    return out
+    ref = functools.partial(large_batch_reference, K, WORLD, updates=UPDATES, setup=SETUP)
+    no_zero_grad = (
+        "; they match the loop with no zero_grad after each step (the previous step's gradients were "
+        "added in): call optimizer.zero_grad() after optimizer.step()"
+    )
+    unscaled = "; they match a loop whose losses are not divided by k (each step's gradient is k times too large)"
+    return {no_zero_grad: ref(zero_grad=False), unscaled: ref(loss_scale=float(K))}
 
 
 def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
@@ -145,20 +131,9 @@ def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
 
 def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
     """One micro-batch per update, the student's comm hook on DDP, its collectives counted."""
-    info = dist_info()
     ddp = wrap(model(SETUP), bucket_cap_mb=25)
     ddp.register_comm_hook(None, hook)
-    opt = torch.optim.SGD(ddp.parameters(), lr=SETUP.lr)
-    big = info.world_size * SETUP.micro_batch
-    x, y = dataset(UPDATES * big, SETUP)
-    counter = CommCounter()
-    for xu, yu in zip(x.split(big), y.split(big)):
-        ((xb, yb),) = micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
-        opt.zero_grad()
-        with counter.track():
-            F.mse_loss(ddp(xb), yb).backward()
-        opt.step()
-        counter.mark_step()
+    counter = hooked_steps(ddp, UPDATES, SETUP)
     out = {
         "events": [(e.op, e.dtype, e.nbytes) for e in counter.events],
         "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
@@ -166,7 +141,7 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
         "params": flat(ddp.module, dtype=torch.float64),
         "fingerprint": fingerprint(ddp.module),
     }
-    del ddp, opt
+    del ddp
     return out
 
 

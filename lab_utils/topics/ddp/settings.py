@@ -25,19 +25,17 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
 from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
-from lab_utils.data import micro_batches
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
 from lab_utils.memory import nbytes
 from lab_utils.topics.ddp import viewmem
 from lab_utils.topics.ddp.reducer import quiet_profile
-from lab_utils.topics.ddp.workload import DEFAULT, Setup, dataset, model, wrap
+from lab_utils.topics.ddp.workload import DEFAULT, Setup, hooked_steps, model, wrap
 
 __all__ = [
     "Settings",
@@ -201,8 +199,6 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, HookRun | Refus
     largest distance to the float32 all-reduce run, and whether the ranks agree. A hook the backend
     refuses (bf16 on gloo) gets a ``Refused`` with DDP's message."""
     info, out, ref = dist_info(), {}, None
-    big = info.world_size * setup.micro_batch
-    x, y = dataset(updates * big, setup)
     for name, make in HOOKS.items():
         # One bucket: PowerSGD's callbacks issue collectives from gloo's threads, and with several
         # buckets in flight the ranks can order them differently and deadlock.
@@ -212,15 +208,7 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, HookRun | Refus
         except TypeError as e:  # bf16 needs NCCL >= 2.10 (or XCCL): gloo refuses it
             out[name] = Refused(str(e))
             continue
-        opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
-        counter = CommCounter()
-        for xu, yu in zip(x.split(big), y.split(big)):
-            ((xb, yb),) = micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
-            opt.zero_grad()
-            with counter.track():
-                F.mse_loss(ddp(xb.to(info.device)), yb.to(info.device)).backward()
-            opt.step()
-            counter.mark_step()
+        counter = hooked_steps(ddp, updates, setup)
         params = flat(ddp.module, dtype=torch.float64)
         ref = params if ref is None else ref
         everyone = [None] * info.world_size
@@ -231,7 +219,7 @@ def hooks(updates: int = 4, setup: Setup = DEFAULT) -> dict[str, HookRun | Refus
             max_diff=(params - ref).abs().max().item(),
             ranks_agree=len(set(everyone)) == 1,
         )
-        del ddp, opt
+        del ddp
     return out
 
 

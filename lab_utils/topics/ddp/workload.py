@@ -42,6 +42,7 @@ __all__ = [
     "wrap",
     "train",
     "UpdateRun",
+    "hooked_steps",
     "large_batch_reference",
 ]
 
@@ -148,15 +149,44 @@ def train(
     return out
 
 
-def large_batch_reference(k: int = 4, world_size: int = 2, *, updates: int = 2, setup: Setup = DEFAULT) -> torch.Tensor:
+def hooked_steps(ddp: DDP, updates: int, setup: Setup = DEFAULT) -> CommCounter:
+    """``updates`` SGD steps of ``ddp`` (whose comm hook the caller registered), one micro-batch
+    per rank each; returns the counter of what the hook sent (``CommCounter.track``)."""
+    info = dist_info()
+    opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
+    big = info.world_size * setup.micro_batch
+    x, y = dataset(updates * big, setup)
+    counter = CommCounter()
+    for xu, yu in zip(x.split(big), y.split(big)):
+        ((xb, yb),) = data.micro_batches(xu, yu, k=1, rank=info.rank, world_size=info.world_size)
+        opt.zero_grad()
+        with counter.track():
+            F.mse_loss(ddp(xb.to(info.device)), yb.to(info.device)).backward()
+        opt.step()
+        counter.mark_step()
+    return counter
+
+
+def large_batch_reference(
+    k: int = 4,
+    world_size: int = 2,
+    *,
+    updates: int = 2,
+    setup: Setup = DEFAULT,
+    loss_scale: float = 1.0,
+    zero_grad: bool = True,
+) -> torch.Tensor:
     """One process, no DDP: ``updates`` SGD steps on batches of ``world_size * k * micro_batch``
-    samples (the same samples, in the same updates, as the DDP runs). Returns the flat parameters."""
+    samples (the same samples, in the same updates, as the DDP runs). Returns the flat parameters.
+    ``loss_scale`` and ``zero_grad=False`` give the two mistakes lab 3's grader names."""
     net = model(setup)
     opt = torch.optim.SGD(net.parameters(), lr=setup.lr)
     big = world_size * k * setup.micro_batch
     x, y = dataset(updates * big, setup)
+    opt.zero_grad()
     for u in range(updates):
-        opt.zero_grad()
-        F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big]).backward()
+        if zero_grad:
+            opt.zero_grad()
+        (loss_scale * F.mse_loss(net(x[u * big : (u + 1) * big]), y[u * big : (u + 1) * big])).backward()
         opt.step()
     return flat(net, dtype=torch.float64)
