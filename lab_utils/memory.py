@@ -244,20 +244,25 @@ def measure_step(
     *,
     exclude: Iterable[torch.Tensor] = (),
     profile_cpu: bool = False,
+    loss_of: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> MemoryReport:
     """One step: ``loss = loss_fn()`` under a SavedTensorMeter, then ``loss.backward()``, all
-    under a CudaPeak (and, with ``profile_cpu``, a ``cpu_peak``). Gradients accumulate into the
-    model as in any step (zero them yourself, to None, so both runs allocate them alike)."""
+    under a CudaPeak (and, with ``profile_cpu``, a ``cpu_peak``). With ``loss_of``, ``loss_fn()``
+    is the forward alone and ``loss = loss_of(its output)`` runs outside the meter: what the loss
+    saves is not counted. Gradients accumulate into the model as in any step (zero them yourself,
+    to None, so both runs allocate them alike)."""
     out: dict = {}
 
     def step() -> None:
         with CudaPeak() as peak:
             with SavedTensorMeter(model, exclude=exclude) as meter:
-                loss = loss_fn()
+                y = loss_fn()
+            loss = y if loss_of is None else loss_of(y)
             if not isinstance(loss, torch.Tensor):
-                raise TypeError(f"measure_step: loss_fn() returned {type(loss).__name__}; return the loss tensor")
+                what = "loss_fn()" if loss_of is None else "loss_of(loss_fn())"
+                raise TypeError(f"measure_step: {what} returned {type(loss).__name__}; return the loss tensor")
             loss.backward()
-            del loss
+            del loss, y
         out.update(meter=meter, peak=peak.bytes)
 
     cpu = cpu_peak(step) if profile_cpu else None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_peak, fmt_bytes, storage_key
+from lab_utils.memory import SavedTensorMeter, fmt_bytes, measure_step, storage_key
 from lab_utils.recompute import count_flops, in_backward, measure_recompute
 from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
@@ -43,25 +43,6 @@ def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], li
         cost.append(count_flops(lambda blk=blk, h=h: blk(h)))
         h = out
     return act, inp, cost
-
-
-def _step_memory(model, fn, loss_fn, x, profile_cpu: bool) -> tuple[int, int | None]:
-    """Bytes the chain's forward keeps (batch excluded) and the allocator peak of the step."""
-    out: dict = {}
-
-    def step() -> None:
-        with CudaPeak() as peak:
-            with SavedTensorMeter(model, exclude=[x]) as meter:
-                y = fn()
-            loss = loss_fn(y)  # outside the meter: what the loss saves is not the chain's
-            loss.backward()
-            del loss, y
-        out.update(kept=meter.total_bytes, cuda=peak.bytes)
-
-    cpu = cpu_peak(step) if profile_cpu else None
-    if not profile_cpu:
-        step()
-    return out["kept"], out["cuda"] if out["cuda"] is not None else cpu
 
 
 def _rebuilt_segments(model: nn.Sequential, run: Callable[[], object]) -> list[tuple[int, int]]:
@@ -152,7 +133,8 @@ def compare_strategies(
 
         rec = measure_recompute(model, metered)
         if profile_cpu or x.is_cuda:  # a second step, for the allocator's peak
-            kept, peak = _step_memory(model, fn, loss_fn, x, profile_cpu)
+            rep = measure_step(model, fn, exclude=[x], profile_cpu=profile_cpu, loss_of=loss_fn)
+            kept, peak = rep.saved_bytes, rep.peak_cuda_bytes if rep.peak_cuda_bytes is not None else rep.peak_cpu_bytes
         else:  # no allocator peak to measure: the counted step gives the bytes kept
             kept, peak = meter.total_bytes, None
 
