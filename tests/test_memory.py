@@ -93,6 +93,17 @@ def test_note_saved_outside_meter_is_noop_and_measure_step_cpu():
         measure_step(model, lambda: 1.0)
 
 
+def test_measure_step_counts_the_loss_only_inside_the_meter():
+    model, x = chain()
+    inside = measure_step(model, lambda: model(x).pow(2).sum())  # pow keeps the model's output
+    out_bytes = model(x).numel() * F32
+    assert inside.saved_bytes == 2 * N * B * W * F32 + out_bytes
+    outside = measure_step(model, lambda: model(x), loss_of=lambda y: y.pow(2).sum())
+    assert outside.saved_bytes == 2 * N * B * W * F32
+    with pytest.raises(TypeError, match="loss_of\\(loss_fn\\(\\)\\) returned"):
+        measure_step(model, lambda: model(x), loss_of=lambda y: None)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_peak_counts_allocations():

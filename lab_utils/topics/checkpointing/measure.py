@@ -134,7 +134,7 @@ def compare_strategies(
         rec = measure_recompute(model, metered)
         if profile_cpu or x.is_cuda:  # a second step, for the allocator's peak
             rep = measure_step(model, fn, exclude=[x], profile_cpu=profile_cpu, loss_of=loss_fn)
-            kept, peak = rep.saved_bytes, rep.peak_cuda_bytes if rep.peak_cuda_bytes is not None else rep.peak_cpu_bytes
+            kept, peak = rep.saved_bytes, rep.peak_cuda_bytes if x.is_cuda else rep.peak_cpu_bytes
         else:  # no allocator peak to measure: the counted step gives the bytes kept
             kept, peak = meter.total_bytes, None
 
