@@ -3,8 +3,8 @@
     from lab_utils import launch
     from lab_utils.topics.ddp import buckets
     got = launch(buckets.counts, 2, kwargs={"caps": (None, 25, 0.25)})[0]
-    got["per_step"]["0.25"]                                  # [1, 5, 5]: one bucket until the rebuild
-    buckets.predict(list(reversed(got["param_bytes"])), int(0.25 * 2**20))   # the rebuilt sizes
+    got.per_step["0.25"]                                     # [1, 5, 5]: one bucket until the rebuild
+    buckets.predict(list(reversed(got.param_bytes)), int(0.25 * 2**20))      # the rebuilt sizes
 
 DDP packs gradients into buckets of about ``bucket_cap_mb`` in the order they become ready and
 all-reduces each full bucket; it rebuilds the buckets after the first iteration.
@@ -13,7 +13,7 @@ all-reduces each full bucket; it rebuilds the buckets after the first iteration.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -21,12 +21,20 @@ from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, param_bytes, wrap
 
-__all__ = ["counts", "predict"]
+__all__ = ["Counts", "counts", "predict"]
 
 
-def counts(
-    caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, setup: Setup = DEFAULT
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Counts:
+    """Per ``str(bucket_cap_mb)``: the all-reduces of each backward and the bytes of each of its
+    buckets; and the parameters' bytes in registration order."""
+
+    per_step: dict[str, list[int]]
+    bucket_bytes: dict[str, list[list[int]]]
+    param_bytes: list[int]
+
+
+def counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, setup: Setup = DEFAULT) -> Counts:
     """For each ``bucket_cap_mb`` in ``caps`` (None = DDP's default), a fresh DDP model runs
     ``steps`` plain forward/backward steps on this rank (call it on every rank). Returns the
     all-reduces of each backward and the bytes of each bucket, keyed by ``str(cap)``, and the
@@ -34,7 +42,7 @@ def counts(
     if steps < 1:
         raise ValueError(f"steps={steps}: need at least one backward to count")
     info = dist_info()
-    out: dict[str, Any] = {"per_step": {}, "bucket_bytes": {}, "param_bytes": param_bytes(model(setup))}
+    out = Counts({}, {}, param_bytes(model(setup)))
     g = torch.Generator().manual_seed(200 + info.rank)
     for cap in caps:
         ddp = wrap(model(setup), cap)
@@ -43,8 +51,8 @@ def counts(
             x = torch.randn(setup.micro_batch, setup.dim, generator=g).to(info.device)
             ddp(x).pow(2).mean().backward()
             counter.mark_step()
-        out["per_step"][str(cap)] = [p["collectives"] for p in counter.summary()["per_step"]]
-        out["bucket_bytes"][str(cap)] = [[e.nbytes for e in counter.events if e.step == s] for s in range(steps)]
+        out.per_step[str(cap)] = [p["collectives"] for p in counter.summary()["per_step"]]
+        out.bucket_bytes[str(cap)] = [[e.nbytes for e in counter.events if e.step == s] for s in range(steps)]
         del ddp, counter
     return out
 

@@ -173,10 +173,10 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
 def check_buckets(n_allreduces: int) -> str:
     guess = _whole(n_allreduces)
     got = launch(counts, WORLD, kwargs=dict(caps=(BUCKET_CAP_MB,), steps=2), timeout=120)[0]
-    first, after = got["per_step"][str(BUCKET_CAP_MB)]
+    first, after = got.per_step[str(BUCKET_CAP_MB)]
     cap = int(BUCKET_CAP_MB * 2**20)
     if guess != after:
-        sizes = got["param_bytes"]
+        sizes = got.param_bytes
         if guess == len(predict(sizes, cap)):
             why = ("; that is the greedy packing in REGISTRATION order: gradients become ready in backward "
                    "order, last layer first (the list reversed)")  # fmt: skip
@@ -186,7 +186,7 @@ def check_buckets(n_allreduces: int) -> str:
         else:
             why = ""
         raise AssertionError(f"you predicted {guess}; the run measured a different count{why}")
-    sizes = got["bucket_bytes"][str(BUCKET_CAP_MB)][-1]
+    sizes = got.bucket_bytes[str(BUCKET_CAP_MB)][-1]
     return f"measured {after} all-reduces per backward after the rebuild ({first} before it), buckets {sizes} bytes"
 
 

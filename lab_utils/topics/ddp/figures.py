@@ -24,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import PALETTE, modelled, palette, style
 from lab_utils.simnet import LINKS, Link
+from lab_utils.topics.ddp.reducer import Observed
 from lab_utils.topics.ddp.settings import HookRun, Refused
 from lab_utils.topics.ddp.sweep import Row, Sweep, update_seconds
 from lab_utils.topics.ddp.workload import UpdateRun
@@ -53,7 +54,7 @@ def comm(results: Mapping[str, UpdateRun]) -> go.Figure:
     return style(fig, title="Gradient all-reduces of one update (counted by a comm hook)")
 
 
-def flags(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
+def flags(rows: Sequence[Observed]) -> go.Figure:
     """A table, one row per scenario of ``reducer.probe``; cells that mean "synchronised" are green."""
     cols = [
         ("scenario", "scenario"),
@@ -67,7 +68,7 @@ def flags(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     ]
     values, fills = [], []
     for key, _ in cols:
-        col = [r[key] for r in rows]
+        col = [getattr(r, key) for r in rows]
         values.append([str(v) for v in col])
         neutral = key in ("scenario", "grad_hooks")
         fills.append(["white" if neutral else (_YES if v is True or (type(v) is int and v > 0) else _NO) for v in col])

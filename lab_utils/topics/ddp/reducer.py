@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,7 +27,7 @@ from lab_utils.flat import flat
 from lab_utils.memory import quiet_native_output
 from lab_utils.topics.ddp.workload import DEFAULT, Setup, model, wrap
 
-__all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "probe", "quiet_profile"]
+__all__ = ["ReducerSpy", "SCENARIOS", "REDUCER_EVENTS", "Observed", "probe", "quiet_profile"]
 
 REDUCER_EVENTS = ("torch::distributed::reducer::copy_", "torch::distributed::reducer::mul_out")
 """Profiler records of the reducer's own autograd hook at work: one per gradient it copies into
@@ -74,13 +75,25 @@ SCENARIOS: dict[str, tuple[bool, bool, bool]] = {
 synchronises what the unsynchronised step before it accumulated as well."""
 
 
-def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Observed:
+    """One scenario of ``probe`` on one rank: DDP's flags, the hooks that fired, the all-reduces."""
+
+    scenario: str
+    flag_at_forward: bool  # require_backward_grad_sync when forward ran
+    prepare_for_backward: bool  # forward armed the reducer
+    forward_param_sync: bool  # require_forward_param_sync after forward
+    flag_at_backward: bool  # require_backward_grad_sync when backward ran
+    grad_hooks: int  # the lab's post_accumulate_grad hooks that fired
+    reducer_hooks: int  # gradients the reducer's own hook copied into its buckets
+    comm_hook_calls: int  # all-reduces
+    grads_equal: bool  # every rank's .grad the same
+
+
+def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[Observed]:
     """Run each of ``SCENARIOS`` once on this rank (a collective: call it on every rank) and return
-    one row per scenario: ``require_backward_grad_sync`` at forward and at backward time, whether
-    forward called ``prepare_for_backward``, ``require_forward_param_sync`` after forward, the
-    gradient hooks fired (the lab's own ``post_accumulate_grad`` hooks), the gradients the reducer's
-    own hook copied into its buckets (``REDUCER_EVENTS``, counted by the profiler), the comm hook's
-    all-reduces, and whether all ranks' ``.grad`` agree."""
+    an ``Observed`` per scenario (the reducer's own hook counted by the profiler, ``REDUCER_EVENTS``;
+    the all-reduces by a comm hook)."""
     info = dist_info()
     ddp = wrap(model(setup), bucket_cap_mb)
     counter = CommCounter().attach(ddp)
@@ -111,19 +124,9 @@ def probe(bucket_cap_mb: float | None = 25, setup: Setup = DEFAULT) -> list[dict
         grads = flat(ddp.module, grads=True, device=None)
         everyone = [torch.empty_like(grads) for _ in range(info.world_size)]
         dist.all_gather(everyone, grads)
-        rows.append(
-            {
-                "scenario": name,
-                "flag_at_forward": flag_fwd,
-                "prepare_for_backward": armed,
-                "forward_param_sync": param_sync,
-                "flag_at_backward": flag_bwd,
-                "grad_hooks": fired[0],
-                "reducer_hooks": reducer_hooks,
-                "comm_hook_calls": len(counter.events) - before,
-                "grads_equal": all(torch.equal(everyone[0], t) for t in everyone[1:]),
-            }
-        )
+        same = all(torch.equal(everyone[0], t) for t in everyone[1:])
+        calls = len(counter.events) - before
+        rows.append(Observed(name, flag_fwd, armed, param_sync, flag_bwd, fired[0], reducer_hooks, calls, same))
     for h in handles:
         h.remove()
     ddp.reducer = spy._real

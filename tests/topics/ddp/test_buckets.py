@@ -12,12 +12,12 @@ pytestmark = pytest.mark.usefixtures("no_orphans")
 
 def test_buckets_rebuild_after_first_backward(runs):
     b = runs[0]["buckets"]
-    assert b["param_bytes"] == [2048, 256, 16384, 256, 16384, 256, 256, 4]
-    assert b["per_step"]["25"] == [1, 1, 1]
-    assert b["per_step"]["None"] == [1, 1, 1]  # 33 KB: under the 1 MiB first bucket
-    assert b["per_step"][str(CAP)] == [1, 3, 3]  # one bucket until the rebuild
-    assert b["bucket_bytes"][str(CAP)][0] == [PARAM_BYTES]
-    assert b["bucket_bytes"][str(CAP)][1] == BY_HAND
+    assert b.param_bytes == [2048, 256, 16384, 256, 16384, 256, 256, 4]
+    assert b.per_step["25"] == [1, 1, 1]
+    assert b.per_step["None"] == [1, 1, 1]  # 33 KB: under the 1 MiB first bucket
+    assert b.per_step[str(CAP)] == [1, 3, 3]  # one bucket until the rebuild
+    assert b.bucket_bytes[str(CAP)][0] == [PARAM_BYTES]
+    assert b.bucket_bytes[str(CAP)][1] == BY_HAND
 
 
 def test_predict_by_hand():

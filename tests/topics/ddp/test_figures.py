@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("no_orphans")
 def test_figures(runs):
     assert [t.y for t in figures.comm(runs[0]["loops"]).data][0] == (K, 1, K)
     assert len(figures.flags(runs[0]["probe"]).data[0].cells.values[0]) == len(reducer.SCENARIOS)
-    assert len(figures.buckets(runs[0]["buckets"]["per_step"]).data) == 3
+    assert len(figures.buckets(runs[0]["buckets"].per_step).data) == 3
     fig = figures.time_per_update(sweep.update_seconds(runs[0]["sweep"], LINKS["1GbE"]), "1GbE")
     assert "modelled" in fig.layout.title.text and len(fig.data) == 3
     rows = sweep.validation([r["sweep"] for r in runs])

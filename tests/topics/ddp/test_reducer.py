@@ -10,7 +10,7 @@ pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
 def test_reducer_flags_around_no_sync(runs):
-    rows = {r["scenario"]: r for r in runs[0]["probe"]}
+    rows = {r.scenario: r for r in runs[0]["probe"]}
     assert list(rows) == list(reducer.SCENARIOS)
     n_params = 8
     synced = {
@@ -23,13 +23,13 @@ def test_reducer_flags_around_no_sync(runs):
     for name, sync in synced.items():
         r = rows[name]
         # Only the flag at forward time decides: it arms the reducer, and the backward obeys.
-        assert r["flag_at_forward"] == r["prepare_for_backward"] == r["forward_param_sync"] == sync, name
-        assert r["comm_hook_calls"] == (1 if sync else 0), name
-        assert r["grads_equal"] == sync, name
-        assert r["grad_hooks"] == n_params, name  # autograd hooks fire regardless
-        assert r["reducer_hooks"] == (n_params if sync else 0), name  # the reducer's own hook returns early
-    assert rows["forward outside, backward inside"]["flag_at_backward"] is False
-    assert rows["forward inside, backward outside"]["flag_at_backward"] is True
+        assert r.flag_at_forward == r.prepare_for_backward == r.forward_param_sync == sync, name
+        assert r.comm_hook_calls == (1 if sync else 0), name
+        assert r.grads_equal == sync, name
+        assert r.grad_hooks == n_params, name  # autograd hooks fire regardless
+        assert r.reducer_hooks == (n_params if sync else 0), name  # the reducer's own hook returns early
+    assert rows["forward outside, backward inside"].flag_at_backward is False
+    assert rows["forward inside, backward outside"].flag_at_backward is True
 
 
 def test_spy_passes_everything_through():
