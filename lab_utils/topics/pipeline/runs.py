@@ -1,8 +1,8 @@
 """The rank-side harness: run a pipeline step function on this rank's stage, instruments attached.
 
     res = launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [1, 2, 4]))
-    res[1]["runs"][4]["events"]       # stage 1's forwards and backwards, one list per repeat
-    res[0]["runs"][4]["grads"]        # stage 0's gradient after one step (flattened)
+    res[1].runs[4].events             # stage 1's forwards and backwards, one list per repeat
+    res[0].runs[4].grads              # stage 0's gradient after one step (flattened)
     launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
 
 A step function (a lab cell) gets ``stage`` (rank r's stage r), ``inputs`` and ``targets`` (all m
@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lab_utils import data
-from lab_utils.comm import CommCounter
+from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
 from lab_utils.memory import nbytes
@@ -33,6 +34,8 @@ from lab_utils.topics.pipeline import stages, timeline, traffic, watch
 __all__ = [
     "StepFn",
     "ChunksStepFn",
+    "Run",
+    "StageRuns",
     "this_stage",
     "measure",
     "measure_interleaved",
@@ -42,6 +45,28 @@ __all__ = [
 StepFn = Callable[[nn.Module, list[torch.Tensor], list[torch.Tensor]], None]
 ChunksStepFn = Callable[[dict[int, nn.Module], list[torch.Tensor], list[torch.Tensor]], None]
 Wrap = Callable[[nn.Module], nn.Module]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One m on one stage (``measure``): each repeat's events (seconds) and live peak (bytes held
+    for backward at once), and the last step's messages, flattened gradient and forward calls."""
+
+    events: list[list[timeline.Event]]
+    live_peak: list[int]
+    messages: list[CommEvent]  # start / end on the events' clock
+    grads: torch.Tensor
+    forward_calls: int
+    recomputed: int
+
+
+@dataclass(frozen=True)
+class StageRuns:
+    """What ``measure`` recorded on one rank: its stage's index and number of blocks, a Run per m."""
+
+    stage: int
+    blocks: int
+    runs: dict[int, Run]
 
 
 def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
@@ -65,14 +90,14 @@ def measure(
     warmup: int = 1,
     boundaries: Sequence[int] | None = None,
     wrap: Wrap | None = None,
-) -> dict[str, Any]:
+) -> StageRuns:
     """Run ``step_fn`` for each m in ``ms`` (``warmup`` untimed steps first, then ``repeats``
     recorded ones; ``wrap(stage)`` replaces the stage, e.g. checkpointed). Per m: each repeat's
     events and live peak, the last step's messages, gradient and forward calls (and recomputed)."""
     me = dist_info()
     rank, dev = me.rank, me.device  # one GPU per stage under nccl
     stage = this_stage(spec, boundaries)
-    out: dict[str, Any] = {"stage": rank, "blocks": len(stage), "runs": {}}
+    out = StageRuns(rank, len(stage), {})
     stage = (wrap(stage) if wrap is not None else stage).to(dev)
     for j, m in enumerate(ms):
         xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
@@ -96,14 +121,14 @@ def measure(
             _phase(rank, "done")
             events.append(rec.events)
             live.append(rec.live.peak)
-        out["runs"][m] = {
-            "events": events,
-            "live_peak": live,  # per repeat: the most bytes held for backward at once (measured live)
-            "messages": sent.events,  # CommEvents: start / end on the events' clock
-            "grads": flat(stage, grads=True),
-            "forward_calls": sum(calls.forward.values()),
-            "recomputed": sum(calls.recomputed.values()),
-        }
+        out.runs[m] = Run(
+            events=events,
+            live_peak=live,  # per repeat: the most bytes held for backward at once (measured live)
+            messages=sent.events,
+            grads=flat(stage, grads=True),
+            forward_calls=sum(calls.forward.values()),
+            recomputed=sum(calls.recomputed.values()),
+        )
     dist.barrier()
     return out
 
