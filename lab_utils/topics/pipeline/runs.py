@@ -16,7 +16,6 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -36,6 +35,7 @@ __all__ = [
     "ChunksStepFn",
     "Run",
     "StageRuns",
+    "Interleaved",
     "this_stage",
     "measure",
     "measure_interleaved",
@@ -67,6 +67,16 @@ class StageRuns:
     stage: int
     blocks: int
     runs: dict[int, Run]
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """One recorded step of ``measure_interleaved`` on one rank: both its stages' events (seconds,
+    one clock, by start), its messages, and each stage's flattened gradient by stage index."""
+
+    events: list[timeline.Event]
+    messages: list[CommEvent]
+    grads: dict[int, torch.Tensor]
 
 
 def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
@@ -133,7 +143,7 @@ def measure(
     return out
 
 
-def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> dict[str, Any]:
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> Interleaved:
     """Run ``step_fn(parts, inputs, targets)`` with two stages per rank (rank r holds
     ``parts = {r: ..., r + p: ...}`` of 2p stages, e.g. for ``ScheduleInterleaved1F1B``):
     one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
@@ -157,11 +167,11 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> dic
         for e in rec.events
     )
     events = sorted(shifted, key=lambda e: e.start)
-    out = {
-        "events": events,
-        "messages": sent.events,
-        "grads": {idx: flat(part, grads=True) for idx, part in mine.items()},
-    }
+    out = Interleaved(
+        events=events,
+        messages=sent.events,
+        grads={idx: flat(part, grads=True) for idx, part in mine.items()},
+    )
     dist.barrier()
     return out
 
