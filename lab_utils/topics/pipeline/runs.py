@@ -36,6 +36,7 @@ __all__ = [
     "Run",
     "StageRuns",
     "Interleaved",
+    "DDPBytes",
     "this_stage",
     "measure",
     "measure_interleaved",
@@ -77,6 +78,16 @@ class Interleaved:
     events: list[timeline.Event]
     messages: list[CommEvent]
     grads: dict[int, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class DDPBytes:
+    """What real DDP all-reduced in one backward on one rank (``ddp_bytes``): bytes in all, each
+    bucket's bytes in the order DDP ran them, and the model's parameter bytes."""
+
+    bytes: int
+    buckets: list[int]
+    param_bytes: int
 
 
 def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
@@ -176,7 +187,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> Int
     return out
 
 
-def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
+def ddp_bytes(spec: stages.Spec) -> DDPBytes:
     """Bytes real DDP all-reduces for one backward of the whole model on this rank's share (in all
     and per bucket, counted by ``CommCounter``); run on every rank."""
     me = dist_info()
@@ -187,10 +198,10 @@ def ddp_bytes(spec: stages.Spec) -> dict[str, int]:
     x, y = (t.to(me.device) for t in stages.batch(spec))
     (share,) = data.micro_batches(x, y, k=1, rank=me.rank, world_size=me.world_size)
     stages.loss_fn(ddp(share[0]), share[1]).backward()
-    out = {
-        "bytes": counter.summary()["bytes"],
-        "buckets": [e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
-        "param_bytes": nbytes(net.parameters()),
-    }
+    out = DDPBytes(
+        bytes=counter.summary()["bytes"],
+        buckets=[e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
+        param_bytes=nbytes(net.parameters()),
+    )
     del ddp, net
     return out

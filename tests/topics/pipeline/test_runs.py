@@ -86,5 +86,5 @@ def test_checkpointed_stages_recompute_and_keep_only_inputs(ranks):
 
 def test_ddp_bytes_are_the_parameters(ranks):
     ddp = ranks[0]["ddp"]
-    assert ddp["bytes"] == ddp["param_bytes"] == sum(p.numel() * 8 for p in stages.model(SPEC).parameters())
-    assert sum(ddp["buckets"]) == ddp["bytes"] and all(b > 0 for b in ddp["buckets"])
+    assert ddp.bytes == ddp.param_bytes == sum(p.numel() * 8 for p in stages.model(SPEC).parameters())
+    assert sum(ddp.buckets) == ddp.bytes and all(b > 0 for b in ddp.buckets)
