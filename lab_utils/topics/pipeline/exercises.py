@@ -12,7 +12,6 @@ import functools
 import itertools
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
@@ -37,7 +36,7 @@ CHOOSE_P = 2
 _NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))
 
 
-def _fill_drain_run(step: runs.StepFn) -> dict[str, Any]:
+def _fill_drain_run(step: runs.StepFn) -> runs.StageRuns:
     return runs.measure(step, FILL_DRAIN_SPEC, [FILL_DRAIN_M], warmup=0)
 
 
@@ -55,21 +54,21 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     except watch.StageHang as err:
         why = str(err).split("\n\n")[0]
         raise AssertionError(f"the stages were still waiting after {STALL_S:g} s: {why}") from None
-    runs_ = [r["runs"][m] for r in got]
-    grads = torch.cat([r["grads"] for r in runs_])
+    runs_ = [r.runs[m] for r in got]
+    grads = torch.cat([r.grads for r in runs_])
     ref = stages.reference_grads(FILL_DRAIN_SPEC)
     gap = max_abs_diff(grads, ref)
     assert gap <= 1e-12, f"the gradients are {gap:.1e} away from one large batch in one process (float64)"
     forwards = [f"F{i}" for i in range(m)]
     for s, r in enumerate(runs_):
-        seen = timeline.order(r["events"][0])
+        seen = timeline.order(r.events[0])
         # any drain order is a fill-drain (same gradient, bubble and memory): only forwards-first matters
         assert seen[:m] == forwards and sorted(seen[m:]) == sorted(f"B{i}" for i in range(m)), (
             f"stage {s} ran {seen}; GPipe runs every forward ({' '.join(forwards)}), then every backward"
         )
     act = FILL_DRAIN_SPEC.batch // m * FILL_DRAIN_SPEC.width * 8
     for s, r in enumerate(runs_):
-        msgs = r["messages"]
+        msgs = r.messages
         others = sorted({os.path.basename(msg.caller) for msg in msgs if msg.caller.startswith(_NOT_YOURS)})
         assert not others, (
             f"stage {s}'s messages were sent by {others}, not by your loop: call dist.send / dist.recv "
@@ -86,7 +85,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
         )
         wrong = [msg for msg in msgs if msg.nbytes != act]
         assert not wrong, f"stage {s} moved {wrong[0].nbytes} bytes at once; one micro-batch's activations are {act}"
-    live = ", ".join(fmt_bytes(r["live_peak"][0]) for r in runs_)
+    live = ", ".join(fmt_bytes(r.live_peak[0]) for r in runs_)
     return (
         f"{p} ranks: large-batch gradients (max diff {gap:.0e}), F then B on every stage, "
         f"{2 * (p - 1) * m} messages; held for backward at the worst moment (measured live): {live}"
@@ -126,7 +125,7 @@ def _reference_m(p: int, batch: int, bytes_per_sample: float, budget: float, max
     return None
 
 
-def _run_1f1b(ms: Sequence[int]) -> dict[str, Any]:
+def _run_1f1b(ms: Sequence[int]) -> runs.StageRuns:
     return runs.measure(functools.partial(schedule_step, "1F1B"), CHOOSE_SPEC, ms, warmup=0)
 
 
@@ -136,7 +135,7 @@ def _measured_1f1b() -> dict[int, tuple[int, float]]:
     m -> (stage 0's bytes held for backward at the worst moment (live), the bubble of the order it ran)."""
     ms = [m for m in range(CHOOSE_P, CHOOSE_SPEC.batch + 1) if CHOOSE_SPEC.batch % m == 0]
     got = launch(_run_1f1b, CHOOSE_P, args=(ms,), timeout=120)
-    return {m: (got[0]["runs"][m]["live_peak"][0], timeline.median_bubble(got, m, slots=True)) for m in ms}
+    return {m: (got[0].runs[m].live_peak[0], timeline.median_bubble(got, m, slots=True)) for m in ms}
 
 
 @grader(

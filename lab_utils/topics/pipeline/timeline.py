@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -26,6 +27,9 @@ from torch import nn
 from lab_utils.overlap import Bucket, backward_with_comm
 from lab_utils.simnet import Link
 from lab_utils.topics.pipeline.live import LiveBytes, LiveMeter
+
+if TYPE_CHECKING:  # runs imports this module
+    from lab_utils.topics.pipeline.runs import Run, StageRuns
 
 __all__ = [
     "Event",
@@ -199,13 +203,13 @@ def replay(
     return out
 
 
-def median_bubble(results: Sequence[dict], m: int, *, slots: bool = False) -> float:
+def median_bubble(results: Sequence[StageRuns], m: int, *, slots: bool = False) -> float:
     """Median over the repeats of ``runs.measure`` results of the bubble at m micro-batches:
     measured, or with ``slots`` that of the order alone (see ``replay``)."""
-    n = len(results[0]["runs"][m]["events"])
+    n = len(results[0].runs[m].events)
     per_repeat = []
     for i in range(n):
-        evs = [r["runs"][m]["events"][i] for r in results]
+        evs = [r.runs[m].events[i] for r in results]
         per_repeat.append(bubble(replay(evs, slots=True) if slots else evs))
     return sorted(per_repeat)[n // 2] if n % 2 else sum(sorted(per_repeat)[n // 2 - 1 : n // 2 + 1]) / 2
 
@@ -244,14 +248,14 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def idle_split(runs_per_stage: Sequence[dict], repeat: int = -1) -> Idle:
-    """``Idle`` of one recorded step (every rank's ``runs.measure()["runs"][m]``; the messages are
+def idle_split(runs_per_stage: Sequence[Run], repeat: int = -1) -> Idle:
+    """``Idle`` of one recorded step (every rank's ``runs.measure().runs[m]``; the messages are
     the last repeat's, hence the default): blocked is the union of each stage's stamped messages."""
-    evs = [r["events"][repeat] for r in runs_per_stage]
+    evs = [r.events[repeat] for r in runs_per_stage]
     t0 = min(e.start for ev in evs for e in ev)
     t1 = t0 + span(evs)
     blocked = 0.0
     for r in runs_per_stage:
-        spans = [(max(m.start, t0), min(m.end, t1)) for m in r["messages"] if m.end is not None]
+        spans = [(max(m.start, t0), min(m.end, t1)) for m in r.messages if m.end is not None]
         blocked += _union([(a, b) for a, b in spans if b > a])
     return Idle(bubble(evs), blocked / (len(evs) * (t1 - t0)))

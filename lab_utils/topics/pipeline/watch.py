@@ -19,20 +19,59 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from lab_utils.errors import LaunchError, LaunchTimeout
 
-__all__ = ["ENV", "STALL_ENV", "StageHang", "StageStalled", "naming_stages", "status", "diagnose", "read_statuses"]
+__all__ = [
+    "ENV",
+    "STALL_ENV",
+    "Message",
+    "Status",
+    "StageHang",
+    "StageStalled",
+    "naming_stages",
+    "status",
+    "diagnose",
+    "read_statuses",
+]
 
 ENV = "LAB_UTILS_PIPELINE_STATUS"  # the folder each rank writes its status to (set by naming_stages)
 STALL_ENV = "LAB_UTILS_PIPELINE_STALL"  # seconds a send or receive may wait before its stage gives up
 
 
+@dataclass(frozen=True)
+class Message:
+    """One send or receive in a stage's status: ``op`` ("send" / "recv"), the ``peer`` stage, and
+    whether its wait has returned (``done``)."""
+
+    op: str
+    peer: int
+    done: bool
+
+
+@dataclass(frozen=True)
+class Status:
+    """One stage's last status, as read back from its file: its phase ("started", "step", "done"),
+    the current step's messages in the order posted, and whether it gave up waiting (``stall_s``)."""
+
+    stage: int
+    phase: str
+    messages: list[Message]
+    stalled: bool = False
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Status:
+        """A status file's JSON object (what the rank-side writer stores) as a Status."""
+        messages = [Message(m["op"], int(m["peer"]), bool(m["done"])) for m in d["messages"]]
+        return cls(int(d["stage"]), d["phase"], messages, bool(d.get("stalled", False)))
+
+
 class StageHang(LaunchTimeout):
     """A pipeline run timed out; ``stage`` (or None) is where it was stuck, ``statuses`` every rank's."""
 
-    def __init__(self, message: str, stage: int | None, statuses: dict[int, dict]):
+    def __init__(self, message: str, stage: int | None, statuses: dict[int, Status]):
         super().__init__(message)
         self.stage, self.statuses = stage, statuses
 
@@ -42,7 +81,8 @@ class StageStalled(RuntimeError):
 
 
 class _Status:
-    """This rank's status file (rank-side): phase and point-to-point messages of the current step."""
+    """This rank's status file (rank-side): phase and point-to-point messages of the current step,
+    written as JSON (``Status.from_json`` reads it back)."""
 
     def __init__(self, folder: str, rank: int, stall_s: float | None = None):
         self.folder, self.rank, self.stall_s = folder, rank, stall_s
@@ -95,19 +135,19 @@ def status(rank: int) -> _Status | None:
     return _current
 
 
-def read_statuses(folder: str) -> dict[int, dict]:
-    """Every rank's last status in ``folder``: {stage: status}."""
+def read_statuses(folder: str) -> dict[int, Status]:
+    """Every rank's last status in ``folder``: {stage: Status}."""
     out = {}
     for name in sorted(os.listdir(folder)):
         if name.startswith("stage") and name.endswith(".json"):
             with open(os.path.join(folder, name)) as f:
-                s = json.load(f)
-            out[int(s["stage"])] = s
+                s = Status.from_json(json.load(f))
+            out[s.stage] = s
     return out
 
 
-def _count(s: dict, op: str, peer: int) -> int:
-    return sum(1 for m in s["messages"] if m["op"] == op and m["peer"] == peer)
+def _count(s: Status, op: str, peer: int) -> int:
+    return sum(1 for m in s.messages if m.op == op and m.peer == peer)
 
 
 def _what(op: str, stage: int, peer: int, index: int) -> str:
@@ -115,31 +155,31 @@ def _what(op: str, stage: int, peer: int, index: int) -> str:
     return f"the {kind} of micro-batch {index}"
 
 
-def _doing(s: dict | None) -> str:
+def _doing(s: Status | None) -> str:
     if s is None:
         return "never started a step"
-    if s["phase"] == "done":
+    if s.phase == "done":
         return "finished its step"
-    waiting = [m for m in s["messages"] if not m["done"]]
+    waiting = [m for m in s.messages if not m.done]
     if waiting:
         m = waiting[-1]
-        return f"is blocked in a {'send to' if m['op'] == 'send' else 'receive from'} stage {m['peer']}"
+        return f"is blocked in a {'send to' if m.op == 'send' else 'receive from'} stage {m.peer}"
     return "is computing (or waiting outside a send or receive)"
 
 
-def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, str]:
+def diagnose(statuses: dict[int, Status], world_size: int) -> tuple[int | None, str]:
     """(stage, why and what to change): the first stage blocked on a message its peer has not
     matched; (None, a summary) when no stage is blocked on one."""
     lines = [f"stage {r}: {_doing(statuses.get(r))}" for r in range(world_size)]
     for r in range(world_size):
         s = statuses.get(r)
-        if s is None or s["phase"] == "done":
+        if s is None or s.phase == "done":
             continue
-        waiting = [m for m in s["messages"] if not m["done"]]
+        waiting = [m for m in s.messages if not m.done]
         if not waiting:
             continue
         m = waiting[-1]
-        op, peer = m["op"], m["peer"]
+        op, peer = m.op, m.peer
         match = "recv" if op == "send" else "send"
         index = _count(s, op, peer) - 1  # this message's place among those between r and peer
         other = statuses.get(peer)
@@ -152,12 +192,12 @@ def diagnose(statuses: dict[int, dict], world_size: int) -> tuple[int | None, st
             f"stage {r} is blocked in a {verb} stage {peer} ({_what(op, r, peer, index)}); stage {peer} "
             f"{other_verb} {made} of these in this step and {_doing(other)}. "
         )
-        if other is not None and other["phase"] == "done":
+        if other is not None and other.phase == "done":
             fix = (
                 f"Stage {r} expects more messages than stage {peer} makes: make both loops agree on the number "
                 f"of micro-batches and on which stage sends (a middle stage must receive AND send)."
             )
-        elif other is not None and any(not m2["done"] and m2["peer"] == r for m2 in other["messages"]):
+        elif other is not None and any(not m2.done and m2.peer == r for m2 in other.messages):
             fix = (
                 f"Both wait for the other: make the order of sends and receives on stage {r} mirror stage "
                 f"{peer}'s (a send on one side for every receive on the other, in the same order), or use "
@@ -192,7 +232,7 @@ def naming_stages(stall_s: float | None = None) -> Iterator[str]:
         raise
     except LaunchError as err:
         statuses = read_statuses(folder)
-        stalled = [r for r, st in statuses.items() if st.get("stalled")]
+        stalled = [r for r, st in statuses.items() if st.stalled]
         if not (isinstance(err, LaunchTimeout) or stalled):
             raise  # a rank failed for another reason: launch's error says which and why
         # A stage that gave up may take a peer down with it (a rank aborting in a collective whose

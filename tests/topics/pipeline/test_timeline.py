@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from lab_utils.comm import CommEvent
+from lab_utils.topics.pipeline.runs import Run
 from lab_utils.topics.pipeline.timeline import Event, Recorder, bubble, formula, idle_split, order, replay
 from tests.topics.pipeline.schedules import Checkpointed
 
@@ -141,17 +142,22 @@ def test_live_bytes_see_a_graph_kept_longer_than_its_order_says():
     assert rec.live.now == 0
 
 
+def _recorded(events, messages) -> Run:
+    """A ``runs.measure`` record of one m with only its events and messages filled in."""
+    return Run(events, [0] * len(events), messages, torch.zeros(0), 0, 0)
+
+
 def test_idle_split_takes_blocked_time_from_the_stamps():
     # 2 stages, a 4 s step: stage 0 computes 0-1 and 3-4, stage 1 computes 1-3 and waits in recv 0-1
     runs_ = [
-        {
-            "events": [[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
-            "messages": [CommEvent("send", 0, start=1.0, end=2.5), CommEvent("send", 0, start=2.5, end=None)],
-        },
-        {
-            "events": [[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
-            "messages": [CommEvent("send", 0, start=0.0, end=1.0), CommEvent("send", 0, start=0.5, end=0.8)],
-        },
+        _recorded(
+            events=[[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
+            messages=[CommEvent("send", 0, start=1.0, end=2.5), CommEvent("send", 0, start=2.5, end=None)],
+        ),
+        _recorded(
+            events=[[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
+            messages=[CommEvent("send", 0, start=0.0, end=1.0), CommEvent("send", 0, start=0.5, end=0.8)],
+        ),
     ]
     idle = idle_split(runs_)
     assert idle.measured == pytest.approx(1 - 4 / 8)

@@ -3,6 +3,7 @@ grader test in test_exercises.py runs a real hang on 3 ranks)."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -12,7 +13,7 @@ from lab_utils.topics.pipeline import watch
 
 
 def _status(stage, phase, *messages):
-    return {"stage": stage, "phase": phase, "messages": [{"op": o, "peer": p, "done": d} for o, p, d in messages]}
+    return watch.Status(stage, phase, [watch.Message(o, p, d) for o, p, d in messages])
 
 
 def test_names_the_stage_waiting_for_a_message_its_peer_never_sent():
@@ -57,8 +58,11 @@ def test_naming_stages_turns_a_timeout_into_a_stage_hang_and_cleans_up():
             st.phase("step")
             if rank == 1:
                 st.message("recv", 0)
+        with open(os.path.join(folder, "stage1.json")) as f:  # the file format the parent reads back
+            assert json.load(f) == {"stage": 1, "phase": "step", "messages": [{"op": "recv", "peer": 0, "done": False}]}
         raise LaunchTimeout("ranks [0, 1] did not finish")
     assert err.value.stage == 1 and isinstance(err.value, LaunchTimeout)
+    assert err.value.statuses[1] == watch.Status(1, "step", [watch.Message("recv", 0, False)])
     assert "ranks [0, 1]" in str(err.value)  # launch's own words are kept
     assert os.environ.get(watch.ENV) == before and not os.path.exists(folder)
 
