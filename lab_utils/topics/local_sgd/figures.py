@@ -1,6 +1,7 @@
 """Figures of the local SGD lab; the slide deck shows their stored outputs.
 
-Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate``, ``study.run_seeds`` (``Seeds``) and
+``diloco.load_stored`` (``Point``) return.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from plotly.colors import hex_to_rgb
 from lab_utils.plots import level, modelled, palette, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
+from lab_utils.topics.local_sgd.diloco import Point
 from lab_utils.topics.local_sgd.record import Run
+from lab_utils.topics.local_sgd.study import Seeds
 
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
@@ -162,12 +165,12 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     return fig
 
 
-def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
+def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
     """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
     line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
     for i, name in enumerate(names):
-        curve = study[name]["curve"]
+        curve = study[name].curve
         xs = [s / per_round for s, _ in curve]
         lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
         mean = [sum(v) / len(v) for _, v in curve]
@@ -191,14 +194,14 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
     )
 
 
-def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str) -> go.Figure:
+def outer_sweep(study: Mapping[str, Seeds | Point], prefix: str, *, title: str) -> go.Figure:
     """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
     against the outer learning rate, the seeds' mean with bars from best to worst seed."""
     by_mu: dict[float, list[tuple[float, list[float]]]] = {}
     for name, r in study.items():
         if name.startswith(prefix + " "):
             lr, mu = (float(v) for v in name[len(prefix) + 1 :].split("/"))
-            by_mu.setdefault(mu, []).append((lr, r["final"]))
+            by_mu.setdefault(mu, []).append((lr, r.final))
     if not by_mu:
         raise ValueError(f"no run named '{prefix} <lr>/<momentum>' in {list(study)}")
     fig = go.Figure()
