@@ -22,7 +22,7 @@ from lab_utils.flat import mean_over_ranks
 from lab_utils.launcher import launch
 from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
-from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
+from lab_utils.topics.local_sgd.accelerate_runs import AccelerateRun, run_accelerate
 
 __all__ = ["check_outer_step", "check_local_sgd", "check_update_loop"]
 
@@ -122,7 +122,7 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
 
-def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[AccelerateRun]:
     out = []
     for cfg in cfgs:  # a fresh Accelerator for each setting
         with fresh_accelerate():
@@ -149,21 +149,21 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
     for i, cfg in enumerate(_UPDATE_LOOP_CFGS):
         r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
         where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
-        assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
-        assert r["micro_batches"] == cfg["micro_batches"], (
-            f"{r['micro_batches']} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
+        assert r.num_processes == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
+        assert r.micro_batches == cfg["micro_batches"], (
+            f"{r.micro_batches} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
             f"block {where}: keep the guide's one block per micro-batch"
         )
-        assert not any(e.source == "ddp-hook" for e in r["events"]), (
+        assert not any(e.source == "ddp-hook" for e in r.events), (
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )
-        avgs = r["averagings"]
-        want = r["updates"] // k + 1  # every k updates, plus once at exit
+        avgs = r.averagings
+        want = r.updates // k + 1  # every k updates, plus once at exit
         assert len(avgs) == want, (
-            f"{len(avgs)} averagings in {r['updates']} updates {where}; one every {k} updates + 1 at exit"
+            f"{len(avgs)} averagings in {r.updates} updates {where}; one every {k} updates + 1 at exit"
         )
-        inside = [a["micro_batch"] for a in avgs if not a["on_update_boundary"]]
+        inside = [a.micro_batch for a in avgs if not a.on_update_boundary]
         assert not inside, f"averagings inside an accumulation window, at micro-batches {inside} {where}"
-        assert r["param_fingerprint"] == ranks[1][i]["param_fingerprint"], f"the ranks end apart {where}"
-        done.append(f"{len(avgs)} in {r['updates']} updates")
+        assert r.param_fingerprint == ranks[1][i].param_fingerprint, f"the ranks end apart {where}"
+        done.append(f"{len(avgs)} in {r.updates} updates")
     return f"averagings {' and '.join(done)}, each right after an update"

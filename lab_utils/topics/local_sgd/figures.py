@@ -1,12 +1,13 @@
 """Figures of the local SGD lab; the slide deck shows their stored outputs.
 
-Inputs are what ``record.gather`` (``Run``), ``run_accelerate``, ``study.run_seeds`` (``Seeds``) and
-``diloco.load_stored`` (``Point``) return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` (``AccelerateRun``),
+``study.run_seeds`` (``Seeds``) and ``diloco.load_stored`` (``Point``) return.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb
@@ -17,6 +18,9 @@ from lab_utils.topics.local_sgd.cost import elapsed_seconds
 from lab_utils.topics.local_sgd.diloco import Point
 from lab_utils.topics.local_sgd.record import Run
 from lab_utils.topics.local_sgd.study import Seeds
+
+if TYPE_CHECKING:  # the runs' module imports Accelerate; the figures only read its records
+    from lab_utils.topics.local_sgd.accelerate_runs import AccelerateRun
 
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
@@ -133,7 +137,7 @@ def totals(
     return fig
 
 
-def schedule(results: Mapping[str, dict]) -> go.Figure:
+def schedule(results: Mapping[str, AccelerateRun]) -> go.Figure:
     """One row per Accelerate run: micro-batches, optimizer updates, averagings after an update
     (green) or inside a window (red); one at x = number of micro-batches is the exit averaging."""
     fig = go.Figure()
@@ -141,11 +145,11 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     names = list(results)
     for row, name in enumerate(names):
         r = results[name]
-        ups = [i for i, f in enumerate(r["sync_flags"]) if f]
-        avg = {ok: [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok] for ok in (True, False)}
+        ups = [i for i, f in enumerate(r.sync_flags) if f]
+        avg = {ok: [a.micro_batch for a in r.averagings if a.on_update_boundary == ok] for ok in (True, False)}
         down = dict(size=11, symbol="triangle-down")
         for xs, dy, label, marker in (
-            (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
+            (list(range(r.micro_batches)), 0, "micro-batch", dict(color="lightgrey", size=8)),
             (ups, 0, "optimizer update", dict(color=palette(0), size=10, symbol="line-ns-open", line=dict(width=3))),
             (avg[True], 0.25, "averaging after an update", dict(color=palette(2), **down)),
             (avg[False], 0.25, "averaging inside a window", dict(color=palette(3), **down)),
