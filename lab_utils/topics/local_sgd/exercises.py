@@ -8,6 +8,7 @@ exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -80,7 +81,18 @@ def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
     counter.mark_step()
 
 
-def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dict]:
+@dataclass(frozen=True)
+class _Trained:
+    """One training of exercise 1 on this rank: its collectives as (step, op, bytes), the final
+    parameters (fingerprint, tensors) and their bytes."""
+
+    events: list[tuple[int, str, int]]
+    fingerprint: str
+    params: list[torch.Tensor]
+    param_bytes: int
+
+
+def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Trained]:
     me = dist_info()
     rank, world = me.rank, me.world_size
     x, y, _, _ = task.make_data(world, per_rank=256)
@@ -91,12 +103,12 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dic
         counter = CommCounter()
         with counter.track():
             train(model, opt, _marking(task.rank_batches(x, y, rank, world, steps=steps), counter), H)
-        out[who] = {
-            "events": [(e.step, e.op, e.nbytes) for e in counter.events],
-            "fingerprint": fingerprint(model),
-            "params": [p.detach().clone() for p in model.parameters()],
-            "param_bytes": nbytes(model.parameters()),
-        }
+        out[who] = _Trained(
+            events=[(e.step, e.op, e.nbytes) for e in counter.events],
+            fingerprint=fingerprint(model),
+            params=[p.detach().clone() for p in model.parameters()],
+            param_bytes=nbytes(model.parameters()),
+        )
     return out
 
 
@@ -110,14 +122,14 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
     ranks = launch(_local_sgd_rank, 2, args=(local_sgd_fn, H, steps), timeout=120)
     mine = ranks[0]["yours"]
     want = [H - 1, 2 * H - 1, steps]  # after steps 4 and 8, then at exit (10 is not a multiple of 4)
-    at = sorted({s for s, _, _ in mine["events"]})
+    at = sorted({s for s, _, _ in mine.events})
     assert at == want, f"collectives during steps {at}; local SGD with H={H} over {steps} steps averages at {want}"
-    per_round = [sum(s == w for s, _, _ in mine["events"]) for w in want]
+    per_round = [sum(s == w for s, _, _ in mine.events) for w in want]
     assert per_round == [1] * len(want), f"{per_round} collectives per averaging: use one all_reduce of a flat buffer"
-    sent = sum(n for _, _, n in mine["events"])
-    assert sent == len(want) * mine["param_bytes"], f"{sent} bytes sent; each averaging sends every parameter once"
-    assert ranks[0]["yours"]["fingerprint"] == ranks[1]["yours"]["fingerprint"], "the ranks end with different models"
-    diff = param_max_diff(mine["params"], ranks[0]["reference"]["params"])
+    sent = sum(n for _, _, n in mine.events)
+    assert sent == len(want) * mine.param_bytes, f"{sent} bytes sent; each averaging sends every parameter once"
+    assert ranks[0]["yours"].fingerprint == ranks[1]["yours"].fingerprint, "the ranks end with different models"
+    diff = param_max_diff(mine.params, ranks[0]["reference"].params)
     assert diff < 1e-6, f"your parameters differ from the reference's by {diff:.2g} (divided by the world size?)"
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
