@@ -9,6 +9,7 @@ alone. ``LoopMeter(direct=True)`` counts DDP's all-reduces, LocalSGD's averaging
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,11 +17,41 @@ from accelerate import Accelerator
 
 from lab_utils.accelerate_meter import LoopMeter
 from lab_utils.checks import fingerprint
+from lab_utils.comm import CommEvent
 from lab_utils.env import dist_info
 from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
 
-__all__ = ["run_accelerate"]
+__all__ = ["Averaging", "AccelerateRun", "run_accelerate"]
+
+
+@dataclass(frozen=True)
+class Averaging:
+    """One LocalSGD averaging: the micro-batch (index) it ran in, and whether that micro-batch
+    ended with an optimizer update (one at index ``micro_batches`` is the averaging at exit)."""
+
+    micro_batch: int
+    on_update_boundary: bool
+
+
+@dataclass(frozen=True)
+class AccelerateRun:
+    """What ``run_accelerate`` counted on one rank: the loop's micro-batches, updates and
+    collectives, LocalSGD's averagings and barriers, and fingerprints of the final model."""
+
+    num_processes: int  # the Accelerator's
+    distributed_type: str
+    micro_batches: int
+    updates: int  # optimizer updates
+    sync_flags: list[bool]  # per micro-batch: did it end with an optimizer update
+    events: list[CommEvent]  # each counted collective (step: the micro-batch index)
+    n_param_tensors: int
+    param_bytes: int
+    barriers: list[int]  # micro-batch of each barrier
+    averagings: list[Averaging]
+    param_fingerprint: str
+    buffer_fingerprint: str  # of the floating-point buffers (BatchNorm's running statistics)
+    rank: int
 
 
 def run_accelerate(
@@ -30,7 +61,7 @@ def run_accelerate(
     micro_batches: int = 32,
     batchnorm: bool = False,
     **loop_kwargs: Any,
-) -> dict[str, Any]:
+) -> AccelerateRun:
     """Call ``loop(accelerator, model, optimizer, scheduler, dataloader, **loop_kwargs)`` on this
     rank (or alone, without a process group) and return what was counted (see the module doc)."""
     if accumulation < 1 or micro_batches < 1:
@@ -58,21 +89,21 @@ def run_accelerate(
     direct = [e for e in events if e.source == "torch.distributed" and e.op != "barrier"]
     # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
     avg_at = [direct[i].step for i in range(0, len(direct), n_tensors)]
-    out = {
-        "num_processes": accelerator.num_processes,
-        "distributed_type": str(accelerator.distributed_type),
-        "micro_batches": len(flags),
-        "updates": sum(flags),
-        "sync_flags": flags,
-        "events": events,
-        "n_param_tensors": n_tensors,
-        "param_bytes": nbytes(inner.parameters()),
-        "barriers": [e.step for e in events if e.op == "barrier"],
-        "averagings": [{"micro_batch": s, "on_update_boundary": s >= len(flags) or flags[s]} for s in avg_at],
-        "param_fingerprint": fingerprint(inner.parameters()),
-        "buffer_fingerprint": fingerprint(b for b in inner.buffers() if b.is_floating_point()),
-        "rank": accelerator.process_index,
-    }
+    out = AccelerateRun(
+        num_processes=accelerator.num_processes,
+        distributed_type=str(accelerator.distributed_type),
+        micro_batches=len(flags),
+        updates=sum(flags),
+        sync_flags=flags,
+        events=events,
+        n_param_tensors=n_tensors,
+        param_bytes=nbytes(inner.parameters()),
+        barriers=[e.step for e in events if e.op == "barrier"],
+        averagings=[Averaging(s, s >= len(flags) or flags[s]) for s in avg_at],
+        param_fingerprint=fingerprint(inner.parameters()),
+        buffer_fingerprint=fingerprint(b for b in inner.buffers() if b.is_floating_point()),
+        rank=accelerator.process_index,
+    )
     del model, optimizer, loader, scheduler, inner
     accelerator.free_memory()
     return out

@@ -2,7 +2,7 @@
 from the same synchronously trained start, over 8 paired seeds, on non-IID shards.
 
     python -m lab_utils.topics.local_sgd.diloco          # the stored study (minutes), rewrites STORED_FILE
-    diloco.load_stored()                                 # {"config": ..., "results": {"0.7/0.9": ...}}
+    diloco.load_stored()                                 # a Stored: .config, .results["0.7/0.9"] (a Point)
 
 The paper (Douillard et al., 2023): H = 500, ~128 outer steps, lr 0.7, momentum 0.9; the stored
 study keeps the 128 outer steps with H = 32 (this task's shards are 32 batches long).
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,62 @@ import torch.nn.functional as F
 from lab_utils.flat import mean_over_ranks
 from lab_utils.topics.local_sgd.study import run_seeds
 
-__all__ = ["GRID", "SEEDS", "STORED", "STORED_FILE", "train_diloco", "grid", "load_stored", "main"]
+__all__ = [
+    "GRID",
+    "SEEDS",
+    "STORED",
+    "STORED_FILE",
+    "Point",
+    "Config",
+    "Stored",
+    "train_diloco",
+    "grid",
+    "load_stored",
+    "main",
+]
 
 GRID = [(lr, mu) for lr in (0.7, 1.0) for mu in (0.0, 0.5, 0.9)]  # (outer lr, Nesterov momentum)
 SEEDS = tuple(range(8))
 STORED = dict(H=32, rounds=128, warmup=256)  # the paper's 128 outer steps, after a synchronous start
 STORED_FILE = Path(__file__).with_name("diloco_study.json")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One (outer lr, momentum) of the grid over seeds: held-out loss per seed after the last step
+    and at each evaluation step, rounds (steps that communicated), bytes sent per rank."""
+
+    seeds: list[int]
+    final: list[float]
+    curve: list[tuple[int, list[float]]]  # (step, held-out loss per seed)
+    rounds: int
+    bytes: int
+
+    def stored(self) -> dict[str, Any]:
+        """The record as the stored file holds it (its seeds are the config's)."""
+        return {"final": self.final, "curve": self.curve, "rounds": self.rounds, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The stored study's settings: H (inner steps per round), outer rounds, synchronous warm-up
+    steps, seeds, shard skew, ranks, and the seconds it took to compute."""
+
+    H: int
+    rounds: int
+    warmup: int
+    seeds: list[int]
+    skew: float
+    world: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The stored study: its settings and one :class:`Point` per ``"lr/mu"`` of ``GRID``."""
+
+    config: Config
+    results: dict[str, Point]
 
 
 def train_diloco(
@@ -69,9 +120,9 @@ def train_diloco(
 
 def grid(
     H: int, rounds: int, warmup: int, seeds: tuple[int, ...] = SEEDS, skew: float = 1.0, evals: int = 8
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, Point]:
     """On each rank: every (outer lr, momentum) of ``GRID`` through ``run_seeds`` (AdamW inside, lr
-    1e-3), keyed ``"lr/mu"``: ``final`` and ``curve`` per seed, ``rounds``, ``bytes``."""
+    1e-3), keyed ``"lr/mu"``: a :class:`Point` (``final`` and ``curve`` per seed, ``rounds``, ``bytes``)."""
     out = {}
     for lr, mu in GRID:
         r = run_seeds(
@@ -87,18 +138,27 @@ def grid(
             optimizer="adamw",
             lr=1e-3,
         )
-        out[f"{lr}/{mu}"] = {k: r[k] for k in ("final", "curve", "rounds")} | {"bytes": r["comm"]["bytes"]}
+        out[f"{lr}/{mu}"] = Point(r.seeds, r.final, r.curve, r.rounds, r.comm["bytes"])
     return out
 
 
-def load_stored(path: Path = STORED_FILE) -> dict[str, Any]:
-    """The stored study: ``config`` (H, rounds, warmup, seeds, skew) and ``results`` (as ``grid``)."""
+def load_stored(path: Path = STORED_FILE) -> Stored:
+    """The stored study: ``config`` (H, rounds, warmup, seeds, skew, ...) and ``results`` (as ``grid``)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `python -m lab_utils.topics.local_sgd.diloco` to make it")
     stored = json.loads(path.read_text())
-    for r in stored["results"].values():
-        r.setdefault("seeds", stored["config"]["seeds"])
-    return stored
+    config = Config(**stored["config"])
+    results = {
+        key: Point(
+            seeds=r.get("seeds", config.seeds),
+            final=r["final"],
+            curve=[(step, losses) for step, losses in r["curve"]],
+            rounds=r["rounds"],
+            bytes=r["bytes"],
+        )
+        for key, r in stored["results"].items()
+    }
+    return Stored(config, results)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -109,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
 
     ranks = launch(grid, 2, kwargs=dict(**STORED, evals=16), timeout=3600)
     config = dict(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1))
-    a.out.write_text(json.dumps({"config": config, "results": ranks[0]}, indent=1) + "\n")
+    results = {key: p.stored() for key, p in ranks[0].items()}
+    a.out.write_text(json.dumps({"config": config, "results": results}, indent=1) + "\n")
     print(f"wrote {a.out} ({ranks.seconds:.0f} s)")
 
 

@@ -8,6 +8,7 @@ exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ from lab_utils.flat import mean_over_ranks
 from lab_utils.launcher import launch
 from lab_utils.memory import nbytes
 from lab_utils.topics.local_sgd import task
-from lab_utils.topics.local_sgd.accelerate_runs import run_accelerate
+from lab_utils.topics.local_sgd.accelerate_runs import AccelerateRun, run_accelerate
 
 __all__ = ["check_outer_step", "check_local_sgd", "check_update_loop"]
 
@@ -80,7 +81,18 @@ def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
     counter.mark_step()
 
 
-def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dict]:
+@dataclass(frozen=True)
+class _Trained:
+    """One training of exercise 1 on this rank: its collectives as (step, op, bytes), the final
+    parameters (fingerprint, tensors) and their bytes."""
+
+    events: list[tuple[int, str, int]]
+    fingerprint: str
+    params: list[torch.Tensor]
+    param_bytes: int
+
+
+def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Trained]:
     me = dist_info()
     rank, world = me.rank, me.world_size
     x, y, _, _ = task.make_data(world, per_rank=256)
@@ -91,12 +103,12 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, dic
         counter = CommCounter()
         with counter.track():
             train(model, opt, _marking(task.rank_batches(x, y, rank, world, steps=steps), counter), H)
-        out[who] = {
-            "events": [(e.step, e.op, e.nbytes) for e in counter.events],
-            "fingerprint": fingerprint(model),
-            "params": [p.detach().clone() for p in model.parameters()],
-            "param_bytes": nbytes(model.parameters()),
-        }
+        out[who] = _Trained(
+            events=[(e.step, e.op, e.nbytes) for e in counter.events],
+            fingerprint=fingerprint(model),
+            params=[p.detach().clone() for p in model.parameters()],
+            param_bytes=nbytes(model.parameters()),
+        )
     return out
 
 
@@ -110,19 +122,19 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
     ranks = launch(_local_sgd_rank, 2, args=(local_sgd_fn, H, steps), timeout=120)
     mine = ranks[0]["yours"]
     want = [H - 1, 2 * H - 1, steps]  # after steps 4 and 8, then at exit (10 is not a multiple of 4)
-    at = sorted({s for s, _, _ in mine["events"]})
+    at = sorted({s for s, _, _ in mine.events})
     assert at == want, f"collectives during steps {at}; local SGD with H={H} over {steps} steps averages at {want}"
-    per_round = [sum(s == w for s, _, _ in mine["events"]) for w in want]
+    per_round = [sum(s == w for s, _, _ in mine.events) for w in want]
     assert per_round == [1] * len(want), f"{per_round} collectives per averaging: use one all_reduce of a flat buffer"
-    sent = sum(n for _, _, n in mine["events"])
-    assert sent == len(want) * mine["param_bytes"], f"{sent} bytes sent; each averaging sends every parameter once"
-    assert ranks[0]["yours"]["fingerprint"] == ranks[1]["yours"]["fingerprint"], "the ranks end with different models"
-    diff = param_max_diff(mine["params"], ranks[0]["reference"]["params"])
+    sent = sum(n for _, _, n in mine.events)
+    assert sent == len(want) * mine.param_bytes, f"{sent} bytes sent; each averaging sends every parameter once"
+    assert ranks[0]["yours"].fingerprint == ranks[1]["yours"].fingerprint, "the ranks end with different models"
+    diff = param_max_diff(mine.params, ranks[0]["reference"].params)
     assert diff < 1e-6, f"your parameters differ from the reference's by {diff:.2g} (divided by the world size?)"
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
 
-def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[AccelerateRun]:
     out = []
     for cfg in cfgs:  # a fresh Accelerator for each setting
         with fresh_accelerate():
@@ -149,21 +161,21 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
     for i, cfg in enumerate(_UPDATE_LOOP_CFGS):
         r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
         where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
-        assert r["num_processes"] == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
-        assert r["micro_batches"] == cfg["micro_batches"], (
-            f"{r['micro_batches']} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
+        assert r.num_processes == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
+        assert r.micro_batches == cfg["micro_batches"], (
+            f"{r.micro_batches} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
             f"block {where}: keep the guide's one block per micro-batch"
         )
-        assert not any(e.source == "ddp-hook" for e in r["events"]), (
+        assert not any(e.source == "ddp-hook" for e in r.events), (
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )
-        avgs = r["averagings"]
-        want = r["updates"] // k + 1  # every k updates, plus once at exit
+        avgs = r.averagings
+        want = r.updates // k + 1  # every k updates, plus once at exit
         assert len(avgs) == want, (
-            f"{len(avgs)} averagings in {r['updates']} updates {where}; one every {k} updates + 1 at exit"
+            f"{len(avgs)} averagings in {r.updates} updates {where}; one every {k} updates + 1 at exit"
         )
-        inside = [a["micro_batch"] for a in avgs if not a["on_update_boundary"]]
+        inside = [a.micro_batch for a in avgs if not a.on_update_boundary]
         assert not inside, f"averagings inside an accumulation window, at micro-batches {inside} {where}"
-        assert r["param_fingerprint"] == ranks[1][i]["param_fingerprint"], f"the ranks end apart {where}"
-        done.append(f"{len(avgs)} in {r['updates']} updates")
+        assert r.param_fingerprint == ranks[1][i].param_fingerprint, f"the ranks end apart {where}"
+        done.append(f"{len(avgs)} in {r.updates} updates")
     return f"averagings {' and '.join(done)}, each right after an update"

@@ -1,11 +1,13 @@
 """Figures of the local SGD lab; the slide deck shows their stored outputs.
 
-Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` and ``study.run_seeds`` return.
+Inputs are what ``record.gather`` (``Run``), ``run_accelerate`` (``AccelerateRun``),
+``study.run_seeds`` (``Seeds``) and ``diloco.load_stored`` (``Point``) return.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.colors import hex_to_rgb
@@ -13,7 +15,12 @@ from plotly.colors import hex_to_rgb
 from lab_utils.plots import level, modelled, palette, style
 from lab_utils.simnet import Link
 from lab_utils.topics.local_sgd.cost import elapsed_seconds
+from lab_utils.topics.local_sgd.diloco import Point
 from lab_utils.topics.local_sgd.record import Run
+from lab_utils.topics.local_sgd.study import Seeds
+
+if TYPE_CHECKING:  # the runs' module imports Accelerate; the figures only read its records
+    from lab_utils.topics.local_sgd.accelerate_runs import AccelerateRun
 
 __all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
 
@@ -130,7 +137,7 @@ def totals(
     return fig
 
 
-def schedule(results: Mapping[str, dict]) -> go.Figure:
+def schedule(results: Mapping[str, AccelerateRun]) -> go.Figure:
     """One row per Accelerate run: micro-batches, optimizer updates, averagings after an update
     (green) or inside a window (red); one at x = number of micro-batches is the exit averaging."""
     fig = go.Figure()
@@ -138,11 +145,11 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     names = list(results)
     for row, name in enumerate(names):
         r = results[name]
-        ups = [i for i, f in enumerate(r["sync_flags"]) if f]
-        avg = {ok: [a["micro_batch"] for a in r["averagings"] if a["on_update_boundary"] == ok] for ok in (True, False)}
+        ups = [i for i, f in enumerate(r.sync_flags) if f]
+        avg = {ok: [a.micro_batch for a in r.averagings if a.on_update_boundary == ok] for ok in (True, False)}
         down = dict(size=11, symbol="triangle-down")
         for xs, dy, label, marker in (
-            (list(range(r["micro_batches"])), 0, "micro-batch", dict(color="lightgrey", size=8)),
+            (list(range(r.micro_batches)), 0, "micro-batch", dict(color="lightgrey", size=8)),
             (ups, 0, "optimizer update", dict(color=palette(0), size=10, symbol="line-ns-open", line=dict(width=3))),
             (avg[True], 0.25, "averaging after an update", dict(color=palette(2), **down)),
             (avg[False], 0.25, "averaging inside a window", dict(color=palette(3), **down)),
@@ -162,12 +169,12 @@ def schedule(results: Mapping[str, dict]) -> go.Figure:
     return fig
 
 
-def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
+def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
     """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
     line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
     for i, name in enumerate(names):
-        curve = study[name]["curve"]
+        curve = study[name].curve
         xs = [s / per_round for s, _ in curve]
         lo, hi = [min(v) for _, v in curve], [max(v) for _, v in curve]
         mean = [sum(v) / len(v) for _, v in curve]
@@ -191,14 +198,14 @@ def seeds_band(study: Mapping[str, dict], names: Sequence[str], *, per_round: in
     )
 
 
-def outer_sweep(study: Mapping[str, dict], prefix: str, *, title: str) -> go.Figure:
+def outer_sweep(study: Mapping[str, Seeds | Point], prefix: str, *, title: str) -> go.Figure:
     """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
     against the outer learning rate, the seeds' mean with bars from best to worst seed."""
     by_mu: dict[float, list[tuple[float, list[float]]]] = {}
     for name, r in study.items():
         if name.startswith(prefix + " "):
             lr, mu = (float(v) for v in name[len(prefix) + 1 :].split("/"))
-            by_mu.setdefault(mu, []).append((lr, r["final"]))
+            by_mu.setdefault(mu, []).append((lr, r.final))
     if not by_mu:
         raise ValueError(f"no run named '{prefix} <lr>/<momentum>' in {list(study)}")
     fig = go.Figure()

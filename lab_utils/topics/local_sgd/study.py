@@ -19,12 +19,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lab_utils.comm import CommCounter
+from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import dist_info
 from lab_utils.topics.local_sgd import task
 from lab_utils.topics.local_sgd.record import Recorder, eval_of_mean
 
-__all__ = ["SeedStack", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
+__all__ = ["SeedStack", "Seeds", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
 
 
 class SeedStack(nn.Module):
@@ -66,6 +66,21 @@ class SeedStack(nn.Module):
         return out
 
 
+@dataclass(frozen=True)
+class Seeds:
+    """One method trained over several seeds as one (``run_seeds``): each seed's held-out loss of
+    the ranks' mean model, at the end and at each evaluation step, and the counted communication."""
+
+    method: str
+    seeds: list[int]
+    steps: int
+    final: list[float]  # held-out loss per seed, after the last step
+    curve: list[tuple[int, list[float]]]  # (step, held-out loss per seed)
+    rounds: int  # steps in which the method made a collective
+    comm: dict[str, Any]  # CommCounter.summary() without per_step: collectives, bytes (per rank), by_op
+    events: list[CommEvent]  # each counted collective
+
+
 class _Log:
     """``log(loss)`` per step for run_seeds: counts steps and, at evaluation steps, each seed's
     held-out loss of the ranks' mean model (traffic not counted)."""
@@ -99,10 +114,10 @@ def run_seeds(
     skew: float = 0.0,
     evals: int = 8,
     **method_kwargs: Any,
-) -> dict[str, Any]:
+) -> Seeds:
     """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` with the seeds' models
-    stacked. Returns ``final`` and ``curve`` (held-out losses per seed, of the ranks' mean model),
-    ``rounds`` (steps that communicated), ``comm`` and ``events``."""
+    stacked. Returns a :class:`Seeds`: ``final`` and ``curve`` (held-out losses per seed, of the
+    ranks' mean model), ``rounds`` (steps that communicated), ``comm`` and ``events``."""
     if steps < 1 or not seeds or evals < 1:
         raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
     me = dist_info()
@@ -121,16 +136,16 @@ def run_seeds(
     if log.steps != steps:
         raise RuntimeError(f"{method.__name__} called log(loss) {log.steps} times in {steps} steps: once a step")
     events = log.counter.events
-    return {
-        "method": method.__name__,
-        "seeds": list(seeds),
-        "steps": steps,
-        "final": log.curve[-1][1],
-        "curve": log.curve,
-        "rounds": len({e.step for e in events}),
-        "comm": {k: v for k, v in log.counter.summary().items() if k != "per_step"},
-        "events": events,
-    }
+    return Seeds(
+        method=method.__name__,
+        seeds=list(seeds),
+        steps=steps,
+        final=log.curve[-1][1],
+        curve=log.curve,
+        rounds=len({e.step for e in events}),
+        comm={k: v for k, v in log.counter.summary().items() if k != "per_step"},
+        events=events,
+    )
 
 
 def spread(values: Sequence[float]) -> tuple[float, float, float]:

@@ -66,30 +66,30 @@ def expected_averagings(calls_per_micro: bool, k: int, accumulation: int, n: int
 def test_accelerate_averaging_schedule(acc, name):
     r, (loop, cfg) = acc[0][name], ACC[name]
     want = expected_averagings(loop is guide_loop, cfg["local_sgd_steps"], 2)
-    assert [(a["micro_batch"], a["on_update_boundary"]) for a in r["averagings"]] == want
-    assert r["num_processes"] == 2 and r["micro_batches"] == 32 and r["updates"] == 16
-    assert not [e for e in r["events"] if e.source == "ddp-hook"]  # no gradient sync
-    direct = [e for e in r["events"] if e.source == "torch.distributed" and e.op != "barrier"]
+    assert [(a.micro_batch, a.on_update_boundary) for a in r.averagings] == want
+    assert r.num_processes == 2 and r.micro_batches == 32 and r.updates == 16
+    assert not [e for e in r.events if e.source == "ddp-hook"]  # no gradient sync
+    direct = [e for e in r.events if e.source == "torch.distributed" and e.op != "barrier"]
     assert len(direct) == 8 * len(want)  # one per tensor
     # wait_for_everyone() before every averaging: one barrier of the 2 ranks, in the same step
-    assert r["barriers"] == [a["micro_batch"] for a in r["averagings"]]
-    assert {e.group_size for e in r["events"]} == {2}
+    assert r.barriers == [a.micro_batch for a in r.averagings]
+    assert {e.group_size for e in r.events} == {2}
     assert sum(e.nbytes for e in direct) == len(want) * PBYTES
-    assert acc[0][name]["param_fingerprint"] == acc[1][name]["param_fingerprint"]
+    assert acc[0][name].param_fingerprint == acc[1][name].param_fingerprint
 
 
 def test_accelerate_without_local_sgd_syncs_once_per_update(acc):
     r = acc[0]["plain"]
-    hooks = [e for e in r["events"] if e.source == "ddp-hook"]
-    assert r["updates"] == 16 and len(hooks) == 16
+    hooks = [e for e in r.events if e.source == "ddp-hook"]
+    assert r.updates == 16 and len(hooks) == 16
     assert sum(e.nbytes for e in hooks) == 16 * PBYTES
-    assert r["averagings"] == []
+    assert r.averagings == []
 
 
 def test_accelerate_does_not_average_buffers(acc):
     a, b = acc[0]["bn"], acc[1]["bn"]
-    assert a["param_fingerprint"] == b["param_fingerprint"]
-    assert a["buffer_fingerprint"] != b["buffer_fingerprint"]
+    assert a.param_fingerprint == b.param_fingerprint
+    assert a.buffer_fingerprint != b.buffer_fingerprint
 
 
 def test_local_sgd_refuses_deepspeed():
@@ -107,7 +107,7 @@ def test_single_process_is_silently_disabled():
         "import json; from lab_utils.topics.local_sgd import run_accelerate; "
         "from tests.topics.local_sgd.loops import guide_loop; "
         "r = run_accelerate(guide_loop, local_sgd_steps=4); "
-        "print(json.dumps([r['num_processes'], r['updates'], len(r['events'])]))"
+        "print(json.dumps([r.num_processes, r.updates, len(r.events)]))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],

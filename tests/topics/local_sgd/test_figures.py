@@ -9,7 +9,8 @@ import pytest
 from lab_utils.comm import CommEvent
 from lab_utils.simnet import LINKS
 from lab_utils.topics.local_sgd import figures
-from tests.topics.local_sgd.fake import fake_run
+from lab_utils.topics.local_sgd.accelerate_runs import Averaging
+from tests.topics.local_sgd.fake import fake_accelerate, fake_run
 
 
 def local_run(steps=8, H=4, bytes_=1000):
@@ -48,11 +49,14 @@ def test_loss_traffic_and_time_figures():
 
 
 def test_schedule_colours_averagings_by_window():
-    r = {
-        "micro_batches": 4,
-        "sync_flags": [False, True, False, True],
-        "averagings": [{"micro_batch": 2, "on_update_boundary": False}, {"micro_batch": 4, "on_update_boundary": True}],
-    }
+    r = fake_accelerate(
+        micro_batches=4,
+        sync_flags=[False, True, False, True],
+        averagings=[
+            Averaging(micro_batch=2, on_update_boundary=False),
+            Averaging(micro_batch=4, on_update_boundary=True),
+        ],
+    )
     fig = figures.schedule({"run": r})
     by_name = {t.name: list(t.x) for t in fig.data}
     assert by_name["optimizer update"] == [1, 3]

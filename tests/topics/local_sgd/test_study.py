@@ -23,13 +23,13 @@ def test_stacked_seeds_equal_separate_runs():
     for optimizer in ("sgd", "adamw"):  # elementwise updates, with and without state
         both = study.run_seeds(plain, steps=6, seeds=(0, 3), optimizer=optimizer, evals=2)
         alone = [study.run_seeds(plain, steps=6, seeds=(s,), optimizer=optimizer, evals=2) for s in (0, 3)]
-        assert [s for s, _ in both["curve"]] == [3, 6]
-        assert both["final"] == pytest.approx([a["final"][0] for a in alone], abs=1e-5)
-        assert both["final"][0] != pytest.approx(both["final"][1], abs=1e-3)  # the seeds really differ
+        assert [s for s, _ in both.curve] == [3, 6]
+        assert both.final == pytest.approx([a.final[0] for a in alone], abs=1e-5)
+        assert both.final[0] != pytest.approx(both.final[1], abs=1e-3)  # the seeds really differ
     # a gradient twice too large (the loss not divided by the seeds) changes plain SGD's result
     wrong = study.run_seeds(plain, steps=6, seeds=(0, 3), optimizer="sgd", evals=2, scale=2.0)
     sgd = study.run_seeds(plain, steps=6, seeds=(0, 3), optimizer="sgd", evals=2)
-    assert wrong["final"] != pytest.approx(sgd["final"], abs=1e-4)
+    assert wrong.final != pytest.approx(sgd.final, abs=1e-4)
 
 
 def test_stack_is_the_lab_model():
