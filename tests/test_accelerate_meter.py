@@ -25,8 +25,8 @@ def test_trainer_and_accelerate_loop_agree():
     assert rec["order"] == train_ds.order and sorted(rec["order"]) == list(range(32))  # shuffled, same
     assert rec["order"] != list(range(32))
     assert len(tm.micro_losses) == 8 and trainer.loss_gap(tm.micro_losses, a["micro_losses"]) < 1e-5
-    assert trainer.summary(t)["lrs"] == pytest.approx([rec["lrs_micro"][i] for i in (0, 2, 4, 6)])
-    assert trainer.summary(t)["grad_norms"] == pytest.approx(rec["grad_norms"], rel=1e-4)  # clip_grad_norm_ seen
+    assert trainer.summary(t).lrs == pytest.approx([rec["lrs_micro"][i] for i in (0, 2, 4, 6)])
+    assert trainer.summary(t).grad_norms == pytest.approx(rec["grad_norms"], rel=1e-4)  # clip_grad_norm_ seen
     assert rec["sync"] == [False, True] * 4 and rec["optimizer_steps"] == [0, 1, 1, 2, 2, 3, 3, 4]
     assert rec["backward_sync"] == rec["sync"] and rec["total_optimizer_steps"] == 4
     assert rec["scheduler_steps"] == [0, 1, 1, 2, 2, 3, 3, 4] and rec["collectives"] == [0] * 8  # 1 process

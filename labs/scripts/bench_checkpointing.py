@@ -58,9 +58,9 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
     print(f"\n{n}-block MLP chain, width {width}, {rows} rows, on {dev}")
     print(measure.results_table(rows_))
     base, sq = rows_[0], rows_[1]
-    ratio, extra = sq["kept"] / base["kept"], sq["extra_flops"] / sq["forward_flops"]
+    ratio, extra = sq.kept / base.kept, sq.extra_flops / sq.forward_flops
     limit = 2 * math.sqrt(n) / n
-    ok = ratio <= limit and extra <= 1.0 and all(r["grad_diff"] <= 1e-4 for r in rows_)
+    ok = ratio <= limit and extra <= 1.0 and all(r.grad_diff <= 1e-4 for r in rows_)
     print(
         f"sqrt(N) keeps {ratio:.2%} of the baseline's bytes (limit {limit:.0%}), "
         f"recomputes {extra:.2f} forward passes of FLOPs (limit 1.00): {'PASS' if ok else 'FAIL'}"

@@ -58,13 +58,13 @@ def budget_policy(census, budget):
     """A policy for one transformer block that keeps at most `budget` bytes of op outputs: those with
     the most FLOPs per byte (from the census rows of policies.op_census); everything else is recomputed."""
     ### BEGIN SOLUTION
-    products = [r for r in census if r["flops"] > 0]  # pointwise ops: nothing to spare by caching them
-    last = max(r["index"] for r in products)  # fc_out: early stop ends the replay before it
+    products = [r for r in census if r.flops > 0]  # pointwise ops: nothing to spare by caching them
+    last = max(r.index for r in products)  # fc_out: early stop ends the replay before it
     keep, used = set(), 0
-    for r in sorted(products, key=lambda r: -r["flops_per_byte"]):
-        if r["index"] != last and used + r["out_bytes"] <= budget:  # a row that does not fit: skip it, go on
-            keep.add(r["key"])
-            used += r["out_bytes"]
+    for r in sorted(products, key=lambda r: -r.flops_per_byte):
+        if r.index != last and used + r.out_bytes <= budget:  # a row that does not fit: skip it, go on
+            keep.add(r.key)
+            used += r.out_bytes
 
     def policy(ctx, op, *args, **kwargs):
         if policies.op_key(op, args) in keep:

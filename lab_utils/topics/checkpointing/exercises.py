@@ -27,7 +27,7 @@ from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.recompute import CallCounter, count_flops, measure_recompute
 from lab_utils.topics.checkpointing.measure import AliveActivations
-from lab_utils.topics.checkpointing.policies import Policy, counted, op_census, op_key
+from lab_utils.topics.checkpointing.policies import CensusRow, Policy, counted, op_census, op_key
 from lab_utils.topics.checkpointing.schedules import Segment, check_segments
 
 __all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
@@ -221,10 +221,10 @@ def _saving(keys: set[tuple]) -> Policy:
     return policy
 
 
-def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budget: int) -> int:
+def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[CensusRow], budget: int) -> int:
     """Most FLOPs a cache of at most ``budget`` bytes per block spares the replays, over every set of
     a block's products (brute force: six), each product's saving measured on one block."""
-    products = [r for r in census if r["flops"] > 0]
+    products = [r for r in census if r.flops > 0]
 
     def step_flops(policy: Policy) -> int:  # forward and backward of one block, nothing else measured
         h = x.detach().requires_grad_()
@@ -233,10 +233,10 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budg
         return flops
 
     every = step_flops(_saving(set()))
-    spared = [len(model) * (every - step_flops(_saving({r["key"]}))) for r in products]
+    spared = [len(model) * (every - step_flops(_saving({r.key}))) for r in products]
     best = 0
     for pick in itertools.product((False, True), repeat=len(products)):
-        if sum(r["out_bytes"] for r, p in zip(products, pick) if p) <= budget:
+        if sum(r.out_bytes for r, p in zip(products, pick) if p) <= budget:
             best = max(best, sum(f for f, p in zip(spared, pick) if p))
     return best
 
@@ -247,14 +247,14 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[dict], budg
     "FLOPs from the most FLOPs per byte down, skip the block's last product (the replay never reaches it) and any "
     "row that does not fit in what is left of the budget (skip it and go on), and save exactly those keys",
 )
-def check_policy(budget_policy: Callable[[list[dict], int], Policy]) -> str:
+def check_policy(budget_policy: Callable[[list[CensusRow], int], Policy]) -> str:
     model = transformer_chain(n_blocks=2, d_model=32, n_heads=4, seed=0)
     torch.manual_seed(0)
     lines = []
     for seq in POLICY_TARGETS["seqs"]:
         x = torch.randn(2, seq, 32)
         census = op_census(model[0], x)
-        linear = sum(r["out_bytes"] for r in census if r["op"] in ("aten.addmm.default", "aten.mm.default"))
+        linear = sum(r.out_bytes for r in census if r.op in ("aten.addmm.default", "aten.mm.default"))
         budget = round(POLICY_TARGETS["budget"] * linear)  # below the linear layers' outputs
         _, base_total, fwd, ref = _policy_run(model, x, None)
         floor, all_total, _, _ = _policy_run(model, x, _saving(set()))  # recompute everything

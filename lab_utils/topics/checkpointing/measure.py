@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import weakref
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -24,9 +25,36 @@ from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
 from lab_utils.topics.checkpointing.planner import evaluate
 
-__all__ = ["profile_blocks", "compare_strategies", "interleaved_min", "results_table", "AliveActivations"]
+__all__ = [
+    "StrategyRow",
+    "profile_blocks",
+    "compare_strategies",
+    "interleaved_min",
+    "results_table",
+    "AliveActivations",
+]
 
 Forward = Callable[[nn.Sequential, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One strategy's training step (``compare_strategies``): bytes kept for backward (batch
+    excluded), the ``(start, stop)`` segments re-run in backward, the planner's peak for them and the
+    allocator's (bytes, None when not measured), forward/total/extra FLOPs, module calls re-run,
+    seconds (fastest repeat, nan when untimed) and the largest gradient difference to the plain step."""
+
+    name: str
+    segments: list[tuple[int, int]]
+    kept: int
+    peak_model: int
+    peak: int | None
+    forward_flops: int
+    total_flops: int
+    extra_flops: int
+    recomputed: int
+    grad_diff: float
+    seconds: float = float("nan")
 
 
 def profile_blocks(model: nn.Sequential, x: torch.Tensor) -> tuple[list[int], list[int], list[int]]:
@@ -92,9 +120,9 @@ def compare_strategies(
     profile_cpu: bool = False,
     blocks: tuple[list[int], list[int], list[int]] | None = None,
     progress: bool = False,
-) -> list[dict]:
+) -> list[StrategyRow]:
     """One training step per strategy (name -> ``fn(model, x) -> y``), measured from outside. Each
-    row: kept (batch excluded), segments (blocks re-run in backward, ``(start, stop)``), peak_model
+    ``StrategyRow``: kept (batch excluded), segments (blocks re-run in backward, ``(start, stop)``), peak_model
     (``planner.evaluate`` for those segments, shifted by the measured kept), peak (allocator peak:
     CUDA, or the CPU profiler with ``profile_cpu``, else None), forward/total/extra_flops,
     recomputed (calls re-run), seconds (``interleaved_min``; nan when ``repeat=0``), grad_diff."""
@@ -149,7 +177,7 @@ def compare_strategies(
         model_plan = evaluate(_as_schedule(segs, len(act)), act, inp, [0] * len(act))
         peak_model = model_plan.peak + kept - model_plan.kept
         rows.append(
-            dict(
+            StrategyRow(
                 name=name,
                 segments=segs,
                 kept=kept,
@@ -162,10 +190,9 @@ def compare_strategies(
                 grad_diff=diff,
             )
         )
-    for row, secs in zip(rows, interleaved_min(steps, warmup=warmup, repeat=repeat)):
-        row["seconds"] = secs
+    times = interleaved_min(steps, warmup=warmup, repeat=repeat)
     model.zero_grad(set_to_none=True)
-    return rows
+    return [replace(row, seconds=secs) for row, secs in zip(rows, times)]
 
 
 def interleaved_min(steps: list[Callable[[], object]], *, warmup: int = 1, repeat: int = 3) -> list[float]:
@@ -228,7 +255,7 @@ class AliveActivations:
         return sum(alive.values())
 
 
-def results_table(rows: list[dict]) -> str:
+def results_table(rows: list[StrategyRow]) -> str:
     """A fixed-width text table of ``compare_strategies`` rows, relative to the first."""
     b = rows[0]
     lines = [
@@ -237,9 +264,9 @@ def results_table(rows: list[dict]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"{r['name']:<24}{fmt_bytes(r['kept']):>11}{r['kept'] / b['kept']:>10.1%}"
-            f"{fmt_bytes(r['peak_model']):>13}{fmt_bytes(r['peak']):>12}"
-            f"{r['extra_flops'] / r['forward_flops']:>16.2f}{r['recomputed']:>13}"
-            f"{r['seconds'] * 1e3:>8.1f}ms{r['seconds'] / b['seconds']:>10.2f}"
+            f"{r.name:<24}{fmt_bytes(r.kept):>11}{r.kept / b.kept:>10.1%}"
+            f"{fmt_bytes(r.peak_model):>13}{fmt_bytes(r.peak):>12}"
+            f"{r.extra_flops / r.forward_flops:>16.2f}{r.recomputed:>13}"
+            f"{r.seconds * 1e3:>8.1f}ms{r.seconds / b.seconds:>10.2f}"
         )
     return "\n".join(lines)

@@ -10,6 +10,7 @@ the policy's cache lives where no saved-tensor hook (so no ``SavedTensorMeter``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -19,7 +20,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import nbytes, note_saved
 
-__all__ = ["MATMUL_OPS", "WEIGHT_MATMUL_OPS", "counted", "selective_policy", "module_policy", "op_census", "op_key"]
+__all__ = [
+    "CensusRow",
+    "MATMUL_OPS",
+    "WEIGHT_MATMUL_OPS",
+    "counted",
+    "selective_policy",
+    "module_policy",
+    "op_census",
+    "op_key",
+]
 
 MATMUL_OPS = frozenset(
     {
@@ -117,12 +127,28 @@ def op_key(op: object, args: tuple) -> tuple:
     return (str(op), *(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
 
 
+@dataclass(frozen=True)
+class CensusRow:
+    """One op call of ``op_census`` that allocates its output: its place in the call order, op name,
+    ``op_key``, output shape and bytes, FLOPs, FLOPs per output byte, and whether autograd saves it."""
+
+    index: int
+    op: str
+    key: tuple
+    out_shape: tuple[int, ...]
+    out_bytes: int
+    flops: int
+    flops_per_byte: float
+    saved_for_backward: bool = False
+
+
 class _OpWatch(TorchDispatchMode):
-    """Records, per op call that allocates its output, the row ``op_census`` returns."""
+    """Records, per op call that allocates its output, the row ``op_census`` returns (not yet
+    knowing whether autograd saves it)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: list[dict] = []
+        self.rows: list[CensusRow] = []
         self.storages: list[set[int]] = []
         self.outputs: list[torch.Tensor] = []  # held, so that no later tensor reuses their memory
 
@@ -138,7 +164,7 @@ class _OpWatch(TorchDispatchMode):
                 func(*args, **kwargs)
             f = int(fc.get_total_flops())
             self.rows.append(
-                dict(
+                CensusRow(
                     index=len(self.rows),
                     op=str(func),
                     key=op_key(func, args),
@@ -153,10 +179,10 @@ class _OpWatch(TorchDispatchMode):
         return out
 
 
-def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
-    """Every op call of one plain ``region(x)`` that allocates its output, most bytes first: index,
-    op, key (``op_key``), out_shape, out_bytes, flops, flops_per_byte and saved_for_backward
-    (whether autograd saves that output: caching any other holds it for nothing)."""
+def op_census(region: nn.Module, x: torch.Tensor) -> list[CensusRow]:
+    """Every op call of one plain ``region(x)`` that allocates its output, most bytes first, as
+    ``CensusRow``s: index, op, key (``op_key``), out_shape, out_bytes, flops, flops_per_byte and
+    saved_for_backward (whether autograd saves that output: caching any other holds it for nothing)."""
     if not isinstance(region, nn.Module) or not isinstance(x, torch.Tensor):
         raise TypeError(f"op_census(region, x): a module and a tensor, got {type(region).__name__}, {type(x).__name__}")
     saved: set[int] = set()
@@ -169,7 +195,7 @@ def op_census(region: nn.Module, x: torch.Tensor) -> list[dict]:
     watch = _OpWatch()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), watch:
         out = region(h)
-    rows = [r | {"saved_for_backward": bool(ptrs & saved)} for r, ptrs in zip(watch.rows, watch.storages)]
+    rows = [replace(r, saved_for_backward=bool(ptrs & saved)) for r, ptrs in zip(watch.rows, watch.storages)]
     del out
     watch.outputs.clear()
-    return sorted(rows, key=lambda r: -r["out_bytes"])
+    return sorted(rows, key=lambda r: -r.out_bytes)

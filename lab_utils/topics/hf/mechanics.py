@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -16,16 +17,43 @@ from lab_utils.topics.accumulation.losses import count_tokens
 from lab_utils.topics.hf.data import offline
 
 __all__ = [
+    "BackwardScaling",
+    "TokenNormalisation",
     "backward_scaling",
     "uneven_window",
     "token_loss_normalisation",
 ]
 
 
-def backward_scaling(grad_accum: int = 4) -> dict[str, float]:
+@dataclass(frozen=True)
+class BackwardScaling:
+    """Gradient of ``accelerator.backward`` over plain ``loss.backward()``'s (ratios), inside and outside
+    ``accumulate``, for ``gradient_accumulation_steps=grad_accum``."""
+
+    inside: float
+    outside: float
+    grad_accum: int
+
+
+@dataclass(frozen=True)
+class TokenNormalisation:
+    """One window's loss three ways (one big batch, mean of micro-batch means, ``num_items_in_batch``),
+    each way's largest gradient gap to the big batch's (relative to its largest entry) and the target
+    tokens of each micro-batch."""
+
+    big_batch: float
+    mean_of_means: float
+    num_items_in_batch: float
+    grad_gap_mean_of_means: float
+    grad_gap_num_items: float
+    tokens_per_micro_batch: list[int]
+
+
+def backward_scaling(grad_accum: int = 4) -> BackwardScaling:
     """The ratio of the gradient ``accelerator.backward`` produces to plain ``loss.backward()``'s on
     the same model and batch, for a call inside ``accumulate`` (``inside``) and one outside it
-    (``outside``). Accelerate 1.15 divides by grad_accum on every call: expect 1 / grad_accum twice."""
+    (``outside``): a ``BackwardScaling``. Accelerate 1.15 divides by grad_accum on every call:
+    expect 1 / grad_accum twice."""
     with fresh_accelerate():
         torch.manual_seed(0)
         x, y = torch.randn(8, 4), torch.randn(8, 1)
@@ -40,7 +68,7 @@ def backward_scaling(grad_accum: int = 4) -> dict[str, float]:
             with acc.accumulate(model) if where == "inside" else contextlib.nullcontext():
                 acc.backward(torch.nn.functional.mse_loss(model(x), y))
             ratios[where] = (model.weight.grad.norm() / ref.weight.grad.norm()).item()
-        return {**ratios, "grad_accum": float(grad_accum)}
+        return BackwardScaling(inside=ratios["inside"], outside=ratios["outside"], grad_accum=grad_accum)
 
 
 def uneven_window(micro_batches: int = 4, *, per_micro: int = 2, seed: int = 0) -> list[dict[str, torch.Tensor]]:
@@ -60,10 +88,11 @@ def uneven_window(micro_batches: int = 4, *, per_micro: int = 2, seed: int = 0) 
     return [{key: pad(key, t) for key, t in p.items()} for p in parts]
 
 
-def token_loss_normalisation(*, micro_batches: int = 4) -> dict[str, Any]:
+def token_loss_normalisation(*, micro_batches: int = 4) -> TokenNormalisation:
     """A window's loss two ways against one big batch of the same sequences: the mean of the
     micro-batch means (the pre-2024 loop) and the sum of ``model(..., num_items_in_batch=N).loss``
-    with N the window's target tokens (the fix). Returns the losses and relative gradient gaps."""
+    with N the window's target tokens (the fix). Returns the losses and relative gradient gaps (a
+    ``TokenNormalisation``)."""
     offline()
     model = tiny_gpt2(seed=0)
     parts = uneven_window(micro_batches)
@@ -81,11 +110,11 @@ def token_loss_normalisation(*, micro_batches: int = 4) -> dict[str, Any]:
     fix_loss, g_fix = grads(lambda: sum(model(**p, num_items_in_batch=n_items).loss for p in parts))
     model.zero_grad()
     scale = g_big.abs().max().item()
-    return {
-        "big_batch": big_loss,
-        "mean_of_means": mom_loss,
-        "num_items_in_batch": fix_loss,
-        "grad_gap_mean_of_means": (g_mom - g_big).abs().max().item() / scale,
-        "grad_gap_num_items": (g_fix - g_big).abs().max().item() / scale,
-        "tokens_per_micro_batch": [count_tokens(p) for p in parts],
-    }
+    return TokenNormalisation(
+        big_batch=big_loss,
+        mean_of_means=mom_loss,
+        num_items_in_batch=fix_loss,
+        grad_gap_mean_of_means=(g_mom - g_big).abs().max().item() / scale,
+        grad_gap_num_items=(g_fix - g_big).abs().max().item() / scale,
+        tokens_per_micro_batch=[count_tokens(p) for p in parts],
+    )

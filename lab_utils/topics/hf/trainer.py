@@ -7,12 +7,13 @@ division for accumulation; what the Trainer believes about that division is on t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import Trainer
 
-__all__ = ["TrainerMeter", "summary", "window_means", "loss_gap"]
+__all__ = ["Eval", "Summary", "TrainerMeter", "summary", "window_means", "loss_gap"]
 
 
 class TrainerMeter:
@@ -39,26 +40,51 @@ class TrainerMeter:
         Trainer.compute_loss = self._original
 
 
-def summary(trainer: Trainer, meter: TrainerMeter | None = None) -> dict[str, Any]:
-    """A trained Trainer's log as plain data: ``step_losses``, ``grad_norms`` (before clipping), ``lrs``,
-    ``evals``, ``seconds``, ``samples_per_second``, ``updates`` (+ the meter's ``micro_losses``)."""
+@dataclass(frozen=True)
+class Eval:
+    """One evaluation in a Trainer's log: the epoch it closed, the validation loss, accuracy and F1 (fractions)."""
+
+    epoch: float
+    eval_loss: float
+    eval_accuracy: float
+    eval_f1: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A trained Trainer's log: per update the logged loss, gradient norm (before clipping, None if not
+    logged) and learning rate; the evaluations; train time (s), samples/s and updates; and the
+    meter's loss of every micro-batch (None without a meter)."""
+
+    step_losses: list[float]
+    grad_norms: list[float | None]
+    lrs: list[float]
+    evals: list[Eval]
+    seconds: float
+    samples_per_second: float
+    updates: int
+    micro_losses: list[float] | None = None
+
+
+def summary(trainer: Trainer, meter: TrainerMeter | None = None) -> Summary:
+    """A trained Trainer's log as plain data (a ``Summary``), with the meter's micro-batch losses if given."""
     logs = trainer.state.log_history
     steps = [h for h in logs if "loss" in h and "eval_loss" not in h]
     final = next(h for h in reversed(logs) if "train_runtime" in h)
-    out: dict[str, Any] = {
-        "step_losses": [h["loss"] for h in steps],
-        "grad_norms": [h.get("grad_norm") for h in steps],
-        "lrs": [h["learning_rate"] for h in steps],
-        "evals": [
-            {k: h[k] for k in ("epoch", "eval_loss", "eval_accuracy", "eval_f1")} for h in logs if "eval_loss" in h
+    return Summary(
+        step_losses=[h["loss"] for h in steps],
+        grad_norms=[h.get("grad_norm") for h in steps],
+        lrs=[h["learning_rate"] for h in steps],
+        evals=[
+            Eval(epoch=h["epoch"], eval_loss=h["eval_loss"], eval_accuracy=h["eval_accuracy"], eval_f1=h["eval_f1"])
+            for h in logs
+            if "eval_loss" in h
         ],
-        "seconds": final["train_runtime"],
-        "samples_per_second": final["train_samples_per_second"],
-        "updates": trainer.state.global_step,
-    }
-    if meter is not None:
-        out["micro_losses"] = list(meter.micro_losses)
-    return out
+        seconds=final["train_runtime"],
+        samples_per_second=final["train_samples_per_second"],
+        updates=trainer.state.global_step,
+        micro_losses=None if meter is None else list(meter.micro_losses),
+    )
 
 
 def window_means(micro_losses: list[float], grad_accum: int) -> list[float]:

@@ -147,20 +147,20 @@ def budget_policy_saving(choose):
     return budget_policy
 
 
-def by_flops_per_byte(key=lambda r: -r["flops_per_byte"], skip_last=True, stop_at_first_misfit=False):
+def by_flops_per_byte(key=lambda r: -r.flops_per_byte, skip_last=True, stop_at_first_misfit=False):
     """Greedy choices: the solution's (most FLOPs per byte first, the replay-unreached last product
     skipped, a row that does not fit skipped) and its plausible variants."""
 
     def choose(census, budget):
-        products = [r for r in census if r["flops"]]
-        last = max(r["index"] for r in products)
+        products = [r for r in census if r.flops]
+        last = max(r.index for r in products)
         keep, used = set(), 0
         for r in sorted(products, key=key):
-            if skip_last and r["index"] == last:
+            if skip_last and r.index == last:
                 continue
-            if used + r["out_bytes"] <= budget:
-                keep.add(r["key"])
-                used += r["out_bytes"]
+            if used + r.out_bytes <= budget:
+                keep.add(r.key)
+                used += r.out_bytes
             elif stop_at_first_misfit:
                 break
         return keep
@@ -178,7 +178,7 @@ def test_budget_policy_rejects_caching_what_the_replay_never_reads():  # fc_out:
 
 
 def test_budget_policy_rejects_a_greedy_choice_by_raw_flops():
-    failed(exercises.check_policy, budget_policy_saving(by_flops_per_byte(key=lambda r: -r["flops"])), match="FLOPs")
+    failed(exercises.check_policy, budget_policy_saving(by_flops_per_byte(key=lambda r: -r.flops)), match="FLOPs")
 
 
 def test_budget_policy_rejects_stopping_at_the_first_row_that_does_not_fit():
@@ -193,13 +193,11 @@ def test_budget_policy_error_from_a_policy_is_a_cross():
 
 
 def test_budget_policy_rejects_saving_every_product():
-    assert "budget" in failed(
-        exercises.check_policy, budget_policy_saving(lambda c, b: {r["key"] for r in c if r["flops"]})
-    )
+    assert "budget" in failed(exercises.check_policy, budget_policy_saving(lambda c, b: {r.key for r in c if r.flops}))
 
 
 def test_budget_policy_rejects_saving_the_linear_layers():  # Korthikanti's set: over this budget
-    linears = lambda c, b: {r["key"] for r in c if r["op"] == "aten.addmm.default"}  # noqa: E731
+    linears = lambda c, b: {r.key for r in c if r.op == "aten.addmm.default"}  # noqa: E731
     assert "budget" in failed(exercises.check_policy, budget_policy_saving(linears))
 
 
@@ -210,10 +208,10 @@ def test_budget_policy_rejects_recomputing_everything():
 def test_budget_policy_rejects_filling_the_budget_by_bytes():  # biggest outputs first, not FLOPs per byte
     def by_bytes(census, budget):
         keep, used = set(), 0
-        for r in sorted(census, key=lambda r: -r["out_bytes"]):
-            if used + r["out_bytes"] <= budget:
-                keep.add(r["key"])
-                used += r["out_bytes"]
+        for r in sorted(census, key=lambda r: -r.out_bytes):
+            if used + r.out_bytes <= budget:
+                keep.add(r.key)
+                used += r.out_bytes
         return keep
 
     assert "FLOPs" in failed(exercises.check_policy, budget_policy_saving(by_bytes))

@@ -12,9 +12,11 @@ from lab_utils.memory import SavedTensorMeter
 from lab_utils.models import mlp, transformer_chain
 from lab_utils.topics.checkpointing.measure import (
     AliveActivations,
+    StrategyRow,
     compare_strategies,
     interleaved_min,
     profile_blocks,
+    results_table,
 )
 from lab_utils.topics.checkpointing.planner import evaluate, min_peak, plan_for_budget
 from lab_utils.topics.checkpointing.policies import module_policy, selective_policy
@@ -49,12 +51,13 @@ def test_kept_counts_the_chain_not_the_loss(chain, loss_fn):
     rows = compare_strategies(
         *chain, {"none": forward_plain, "every block": forward_every_block}, loss_fn=loss_fn, repeat=0
     )
-    kept = {r["name"]: r["kept"] for r in rows}
+    kept = {r.name: r.kept for r in rows}
     assert kept == {"none": (2 * N - 1) * UNIT, "every block": (N - 1) * UNIT}
-    assert all(r["grad_diff"] <= 1e-6 for r in rows)
+    assert all(r.grad_diff <= 1e-6 for r in rows)
+    assert all(type(r) is StrategyRow and math.isnan(r.seconds) for r in rows)  # repeat=0: not timed
     # position-aware: the last block is rebuilt (2 units, its input included) as its output's
     # gradient arrives (1) while the inputs of blocks 1..N-2 are still kept; the batch not counted
-    assert rows[1]["peak_model"] == (N - 2) * UNIT + 2 * UNIT + UNIT
+    assert rows[1].peak_model == (N - 2) * UNIT + 2 * UNIT + UNIT
 
 
 def test_cpu_peak_is_measured_and_lower_with_checkpointing():
@@ -62,8 +65,16 @@ def test_cpu_peak_is_measured_and_lower_with_checkpointing():
     rows = compare_strategies(
         model, x, {"none": forward_plain, "every block": forward_every_block}, repeat=0, profile_cpu=True
     )
-    assert all(r["peak"] > 0 for r in rows)
-    assert rows[1]["peak"] < rows[0]["peak"]
+    assert all(r.peak > 0 for r in rows)
+    assert rows[1].peak < rows[0].peak
+
+
+def test_results_table_has_a_line_per_strategy_relative_to_the_first(chain):
+    rows = compare_strategies(*chain, {"none": forward_plain, "every block": forward_every_block}, repeat=1)
+    assert all(r.seconds > 0 for r in rows)
+    header, none, every = results_table(rows).splitlines()
+    assert header.startswith("strategy") and none.startswith("none") and every.startswith("every block")
+    assert "100.0%" in none and f"{rows[1].kept / rows[0].kept:.1%}" in every
 
 
 def test_alive_activations_see_what_the_graph_keeps(chain):
@@ -93,7 +104,7 @@ def test_rebuilt_segments_are_measured(chain):
         "sequential": lambda b, x: forward_sequential(b, x, k=2),
         "selective": forward_selective,
     }
-    segs = {r["name"]: r["segments"] for r in compare_strategies(model, x, runs, repeat=0)}
+    segs = {r.name: r.segments for r in compare_strategies(model, x, runs, repeat=0)}
     full = lambda plan: [(s, e) for s, e, m in plan if m == "full"]  # noqa: E731
     assert segs == {
         "none": [],
@@ -133,7 +144,7 @@ def test_every_strategy_gives_the_plain_gradients(kind):
         "selective mm only": lambda b, x: forward_selective(b, x, selective_policy([torch.ops.aten.mm.default])),
     }
     rows = compare_strategies(model, x, {"none": forward_plain} | runs, repeat=0)
-    assert all(r["grad_diff"] <= 1e-5 for r in rows), {r["name"]: r["grad_diff"] for r in rows}
+    assert all(r.grad_diff <= 1e-5 for r in rows), {r.name: r.grad_diff for r in rows}
 
 
 def test_module_policy_rejects_unknown_names():

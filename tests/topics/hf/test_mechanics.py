@@ -11,8 +11,9 @@ from lab_utils.topics.hf import guards, mechanics
 def test_backward_divides_by_accumulation_steps():
     for k in (2, 4):
         r = mechanics.backward_scaling(k)
-        assert r["inside"] == pytest.approx(1 / k, rel=1e-5)
-        assert r["outside"] == pytest.approx(1 / k, rel=1e-5)  # outside accumulate() too
+        assert r.inside == pytest.approx(1 / k, rel=1e-5)
+        assert r.outside == pytest.approx(1 / k, rel=1e-5)  # outside accumulate() too
+        assert r.grad_accum == k
     assert not guards.accelerator_exists()
 
 
@@ -29,7 +30,7 @@ def test_uneven_window_pads_labels_with_ignore_index():
 
 def test_num_items_in_batch_matches_the_big_batch():
     r = mechanics.token_loss_normalisation()
-    assert len(set(r["tokens_per_micro_batch"])) > 1  # uneven on purpose
-    assert r["num_items_in_batch"] == pytest.approx(r["big_batch"], rel=1e-5)
-    assert r["grad_gap_num_items"] < 1e-4
-    assert r["grad_gap_mean_of_means"] > 1e-2
+    assert len(set(r.tokens_per_micro_batch)) > 1  # uneven on purpose
+    assert r.num_items_in_batch == pytest.approx(r.big_batch, rel=1e-5)
+    assert r.grad_gap_num_items < 1e-4
+    assert r.grad_gap_mean_of_means > 1e-2

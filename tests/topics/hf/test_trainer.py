@@ -22,10 +22,11 @@ def _run(**kw):
 
 def test_meter_sees_every_micro_batch_and_the_summary_the_log():
     _, run = _run()
-    assert len(run["micro_losses"]) == 8 and run["updates"] == 4
+    assert len(run.micro_losses) == 8 and run.updates == 4
     # corrected: the logged loss of an update is the mean of its micro-batch losses
-    assert run["step_losses"] == pytest.approx(trainer.window_means(run["micro_losses"], TINY["grad_accum"]), rel=1e-5)
-    assert len(run["evals"]) == 1 and run["seconds"] > 0 and all(g > 0 for g in run["grad_norms"])
+    assert run.step_losses == pytest.approx(trainer.window_means(run.micro_losses, TINY["grad_accum"]), rel=1e-5)
+    assert [type(e) for e in run.evals] == [trainer.Eval] and run.evals[0].epoch == 1.0
+    assert run.seconds > 0 and all(g > 0 for g in run.grad_norms)
     assert Trainer.compute_loss.__qualname__ == "Trainer.compute_loss"  # the meter is gone after the block
 
 
@@ -36,9 +37,9 @@ def test_trainer_skips_the_division_when_it_believes_the_model():
     assert as_is.model_accepts_loss_kwargs and as_is.loss_is_scaled_for_ga is None
     assert fixed.loss_is_scaled_for_ga is False
     k = TINY["grad_accum"]
-    assert [a / b for a, b in zip(r_as_is["grad_norms"], r_fixed["grad_norms"])] == pytest.approx([k] * 4, rel=1e-4)
+    assert [a / b for a, b in zip(r_as_is.grad_norms, r_fixed.grad_norms)] == pytest.approx([k] * 4, rel=1e-4)
     # undivided: the logged loss of an update is the SUM of its micro-batch means
-    assert r_as_is["step_losses"] == pytest.approx([k * x for x in r_fixed["step_losses"]], rel=1e-5)
+    assert r_as_is.step_losses == pytest.approx([k * x for x in r_fixed.step_losses], rel=1e-5)
 
 
 def test_window_means_and_loss_gap():
