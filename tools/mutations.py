@@ -78,7 +78,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/test_launch.py", "-k", "rank_order")),
     Mutation("ZeRO grads", "lab_utils/topics/fsdp/holdings.py", '"grads": shard if stage >= 2 else param_bytes',
              '"grads": shard if stage >= 1 else param_bytes', "ZeRO-1 counted as sharding the gradients too",
-             ("tests/topics/fsdp/test_zero.py", "tests/test_plan.py")),
+             ("tests/test_plan.py", "-k", "zero_formula")),
     Mutation("bubble formula", "lab_utils/topics/pipeline/timeline.py", "return (p - 1) / (m + p - 1)",
              "return (p - 1) / m", "GPipe's bubble as (p-1)/m instead of (p-1)/(m+p-1)",
              ("tests/topics/pipeline/test_timeline.py",)),
@@ -156,13 +156,13 @@ def run_targets(targets: tuple[str, ...], tree: Path, timeout: float) -> tuple[i
         out = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return -1, f"(timed out after {timeout:g} s)"
-    first = re.search(r"^(?:FAILED|ERROR) (\S+)", out.stdout, re.M)
+    first = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", out.stdout, re.M)
     return out.returncode, first.group(1) if first else ""
 
 
 def _check_imports_copy(tree: Path) -> None:
-    probe = [sys.executable, "-c", "import lab_utils; print(lab_utils.__file__)"]
-    got = subprocess.run(probe, cwd=tree, env=_env(tree), capture_output=True, text=True, check=True).stdout
+    cmd = [sys.executable, "-c", "import lab_utils; print(lab_utils.__file__)"]
+    got = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, check=True).stdout
     if not Path(got.strip()).resolve().is_relative_to(tree.resolve()):
         raise RuntimeError(f"lab_utils imports from {got.strip()}, not from the copy: mutations would not count")
 
