@@ -9,7 +9,7 @@ PORT   ?= 8888
 
 OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test setup lint unit notebooks execute solutions clean help validate-link
+.PHONY: lab test setup lint unit notebooks execute solutions mutations clean help validate-link
 
 help:
 	@echo "make lab          set up .venv (once) and open the labs in JupyterLab"
@@ -20,6 +20,7 @@ help:
 	@echo "make notebooks    the labs alone, under nbval at the smoke size"
 	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb   re-run a lab, store its outputs"
 	@echo "make solutions    instructors: the labs with their exercise solutions -> build/solutions/"
+	@echo "make mutations    developers: plausible wrong code in taught claims, each must fail its tests"
 	@echo "make slides       the decks -> slides/build/ (offline HTML)"
 	@echo "make slides-pdf   the decks as PDF handouts (needs Chromium)"
 	@echo "make browser-test decks and labs in headless Chromium (bash slides/install_browser.sh first)"
@@ -78,6 +79,12 @@ execute: $(STAMP)
 solutions: $(STAMP)
 	$(BIN)/python -m tools.solutions check
 	$(BIN)/python -m tools.solutions build --out build/solutions
+
+# Each taught claim's tests, run against a copy of the tree holding plausibly wrong code: every
+# mutation must be caught (tools/mutations.py lists them; ONLY="ring cost" runs one). Slow: the
+# four taught-cell mutations each run their lab twice.
+mutations: $(STAMP)
+	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",)
 
 # Root only: two network namespaces, a veth pair shaped with tc tbf, one gloo rank in each; lab 3's
 # overlap model against the measured updates at three link speeds. Writes the table the lab shows.
