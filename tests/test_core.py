@@ -124,6 +124,8 @@ def test_cmp_and_check(capsys):
     assert checks.cmp("same", a, a.clone()) == "exact"
     assert checks.cmp("near", a, a + 1e-7) == "close"
     assert checks.cmp("far", a, a + 1) == "DIFFERENT"
+    assert checks.cmp("mid", a, a + 1e-4) == "DIFFERENT"  # beyond the default atol of 1e-6
+    assert checks.cmp("mid", a, a + 1e-4, atol=1e-3) == "close"  # the caller's atol decides
     assert checks.cmp("shape", a, torch.ones(4)) == "DIFFERENT"
     checks.check(True, "it holds")
     assert "✓ it holds" in capsys.readouterr().out
