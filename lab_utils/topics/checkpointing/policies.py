@@ -16,9 +16,9 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import CheckpointPolicy
-from torch.utils.flop_counter import FlopCounterMode
 
 from lab_utils.memory import nbytes, note_saved
+from lab_utils.recompute import count_flops
 
 __all__ = [
     "CensusRow",
@@ -160,9 +160,7 @@ class _OpWatch(TorchDispatchMode):
         new = [t for t in outs if t.untyped_storage().data_ptr() not in ins]
         n = nbytes(new)
         if n:
-            with FlopCounterMode(display=False) as fc:  # the op once more, to count its FLOPs alone
-                func(*args, **kwargs)
-            f = int(fc.get_total_flops())
+            f = count_flops(lambda: func(*args, **kwargs))  # the op once more, to count its FLOPs alone
             self.rows.append(
                 CensusRow(
                     index=len(self.rows),
