@@ -26,12 +26,16 @@ __all__ = ["Counts", "counts", "predict"]
 
 @dataclass(frozen=True)
 class Counts:
-    """Per ``str(bucket_cap_mb)``: the all-reduces of each backward and the bytes of each of its
-    buckets; and the parameters' bytes in registration order."""
+    """Per ``str(bucket_cap_mb)``: the bytes of each bucket each backward all-reduced; and the
+    parameters' bytes in registration order."""
 
-    per_step: dict[str, list[int]]
     bucket_bytes: dict[str, list[list[int]]]
     param_bytes: list[int]
+
+    @property
+    def per_step(self) -> dict[str, list[int]]:
+        """Per ``str(bucket_cap_mb)``: the all-reduces of each backward (one per bucket)."""
+        return {cap: [len(b) for b in steps] for cap, steps in self.bucket_bytes.items()}
 
 
 def counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, setup: Setup = DEFAULT) -> Counts:
@@ -42,7 +46,7 @@ def counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, s
     if steps < 1:
         raise ValueError(f"steps={steps}: need at least one backward to count")
     info = dist_info()
-    out = Counts({}, {}, param_bytes(model(setup)))
+    out = Counts({}, param_bytes(model(setup)))
     g = torch.Generator().manual_seed(200 + info.rank)
     for cap in caps:
         ddp = wrap(model(setup), cap)
@@ -51,7 +55,6 @@ def counts(caps: Sequence[float | None] = (None, 25, 1, 0.25), steps: int = 3, s
             x = torch.randn(setup.micro_batch, setup.dim, generator=g).to(info.device)
             ddp(x).pow(2).mean().backward()
             counter.mark_step()
-        out.per_step[str(cap)] = [p["collectives"] for p in counter.summary()["per_step"]]
         out.bucket_bytes[str(cap)] = [[e.nbytes for e in counter.events if e.step == s] for s in range(steps)]
         del ddp, counter
     return out
