@@ -9,16 +9,17 @@ PORT   ?= 8888
 
 OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test setup lint unit notebooks execute solutions mutations clean help validate-link
+.PHONY: lab test quick setup lint unit notebooks execute solutions mutations clean help validate-link
 
 help:
 	@echo "make lab          set up .venv (once) and open the labs in JupyterLab"
 	@echo "make test         set up .venv (once) and run the whole suite: lint, unit tests, every lab"
 	@echo "make setup        only build .venv (pinned packages, this project installed editable)"
 	@echo "make lint         ruff: lint and format check (part of make test)"
+	@echo "make quick        the edit-run loop: unit tests without the notebooks and the slow launches"
 	@echo "make unit         the lab_utils unit tests alone"
 	@echo "make notebooks    the labs alone, under nbval at the smoke size"
-	@echo "make execute NB=labs/01_gradient_checkpointing.ipynb   re-run a lab, store its outputs"
+	@echo "make execute NB=labs/01_gradient_checkpointing/01_gradient_checkpointing.ipynb   re-run a lab"
 	@echo "make solutions    instructors: the labs with their exercise solutions -> build/solutions/"
 	@echo "make mutations    developers: plausible wrong code in taught claims, each must fail its tests"
 	@echo "make slides       the decks -> slides/build/ (offline HTML)"
@@ -56,7 +57,7 @@ TEST_ENV := LAB_SIZE=smoke OMP_NUM_THREADS=1
 
 test: $(STAMP) lint
 	$(TEST_ENV) $(BIN)/python -m pytest tests labs --ignore=tests/browser --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -n 2 --dist loadfile $(PYTEST_ARGS)
+		--nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg -p no:cacheprovider -n 2 --dist loadfile $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -65,17 +66,22 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests --ignore=tests/browser $(PYTEST_ARGS)
 
+# The edit-run loop: no notebooks, no test marked slow (real multi-process launches), two workers.
+quick: $(STAMP)
+	$(TEST_ENV) $(BIN)/python -m pytest tests --ignore=tests/browser -m "not slow" -q -p no:cacheprovider \
+		-n 2 $(PYTEST_ARGS)
+
 notebooks: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest labs --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
+		--nbval-sanitize-with tests/notebooks/nbval_sanitize.cfg -p no:cacheprovider $(PYTEST_ARGS)
 
 # Store a notebook's outputs from a real run at the student size (widget state is not saved).
 execute: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make execute NB=labs/<notebook>.ipynb"; exit 2; }
+	@test -n "$(NB)" || { echo "usage: make execute NB=labs/<NN_lab>/<NN_lab>.ipynb"; exit 2; }
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=900 --ExecutePreprocessor.store_widget_state=False $(NB)
 
-# The instructor copies: each lab with its exercise cells holding the solutions (labs/solutions/).
+# The instructor copies: each lab with its exercise cells holding its solutions (labs/*/solutions.py).
 solutions: $(STAMP)
 	$(BIN)/python -m tools.solutions check
 	$(BIN)/python -m tools.solutions build --out build/solutions
@@ -89,7 +95,7 @@ mutations: $(STAMP)
 # Root only: two network namespaces, a veth pair shaped with tc tbf, one gloo rank in each; lab 3's
 # overlap model against the measured updates at three link speeds. Writes the table the lab shows.
 validate-link: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m lab_utils.topics.ddp.reallink --out lab_utils/topics/ddp/real_link.json
+	OMP_NUM_THREADS=1 $(BIN)/python -m lab_utils.labs.lab03_ddp.reallink --out lab_utils/labs/lab03_ddp/real_link.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -3,13 +3,17 @@
     import lab_utils
     lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launcher.py)
     lab_utils.CommCounter()                   # collectives and bytes (comm.py)
-    lab_utils.simnet.LINKS["1GbE"]            # modelled links (simnet.py)
+    lab_utils.netmodel.LINKS["1GbE"]          # modelled links and overlap (netmodel.py)
 
-One concept per module (``launch``, ``comm``, ``memory``, ``stepmem``, ``overlap``, ``plan``...);
-``topics/`` holds one package per lab: its topic code, figures and graders.
+A thin core, one place per concept: ``launcher`` (real ranks), ``comm`` (collectives counted),
+``netmodel`` (links and overlap), ``memory`` (meters and the step calculator), ``checks``,
+``plots``, ``data``/``models``/``env``/``timing``; ``plan`` is lab 8's take-home planner
+(``python -m lab_utils.plan``). ``labs/`` holds one package per lab, named by its number
+(``labs.lab03_ddp``): its measurements, figures and graders. The core never imports a lab's
+package, and no lab's package imports another's (``tests/test_architecture.py``).
 """
 
-from lab_utils import checks, data, env, errors, models, overlap, simnet, timing
+from lab_utils import checks, data, env, models, netmodel, timing
 from lab_utils.comm import CommCounter, CommEvent
 from lab_utils.env import device, lab_size, pick, versions
 from lab_utils.launcher import (
@@ -35,9 +39,7 @@ __all__ = [
     "checks",
     "data",
     "env",
-    "errors",
     "models",
-    "overlap",
-    "simnet",
+    "netmodel",
     "timing",
 ]

@@ -14,7 +14,7 @@
 ``LocalSGD``, FSDP2's ``*_single`` collectives and torch's pipeline schedules (``isend`` /
 ``irecv``, recorded as ``send`` / ``recv`` with a ``peer``) are counted unchanged. Bytes per
 rank: an all-reduce or broadcast its tensor, an all-gather the gathered output, a reduce-scatter
-its output chunk (as ``simnet`` expects). A collective calling another is counted once.
+its output chunk (as ``netmodel`` expects). A collective calling another is counted once.
 ``barriers=True`` counts ``barrier()`` too (0 bytes); ``in_backward`` marks a collective issued
 during a backward (for the overlap model); a message's ``end`` is stamped when its ``wait()``
 returns, and ``on_p2p(event, work)`` may replace the work it returns.
@@ -36,7 +36,7 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from lab_utils.env import dist_info
-from lab_utils.recompute import in_backward
+from lab_utils.memory.recompute import in_backward
 
 __all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
 

@@ -7,15 +7,27 @@ dist_info().rank                       # on a rank of launch() or torchrun; 0 in
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["lab_size", "pick", "device", "versions", "dist_info", "DistInfo", "SIZES", "threads_per_rank"]
+__all__ = [
+    "lab_size",
+    "pick",
+    "device",
+    "versions",
+    "dist_info",
+    "DistInfo",
+    "SIZES",
+    "threads_per_rank",
+    "quiet_native_output",
+]
 
 SIZES = ("student", "smoke")
 T = TypeVar("T")
@@ -75,3 +87,25 @@ def threads_per_rank(ranks_here: int) -> int:
     """Torch threads for each of ``ranks_here`` ranks on this machine: the cores shared out, at
     least one (more threads than cores make OpenMP spin-wait). ``launch`` and ``run`` both use it."""
     return max(1, (os.cpu_count() or 1) // max(ranks_here, 1))
+
+
+@contextlib.contextmanager
+def quiet_native_output():
+    """Silence what C++ code writes to file descriptors 1 and 2 (the profiler logs a line at each
+    start and stop). Python's buffers are flushed first; a notebook's prints, which write to no
+    file descriptor, still show."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)

@@ -1,4 +1,5 @@
-"""Build the slide decks: slides/decks/*.md -> slides/build/<deck>.html (reveal.js, works offline).
+"""Build the slide decks: labs/NN_lab/deck.md and slides/overview.md -> slides/build/<deck>.html
+(reveal.js, works offline).
 
     python slides/build.py                 # every deck (what `make slides` runs)
     python slides/build.py 01_gradient_checkpointing overview   # some decks
@@ -43,7 +44,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 HERE = Path(__file__).resolve().parent
-DECKS = HERE / "decks"
+LABS = HERE.parent / "labs"
 ASSETS_SRC = HERE / "assets"
 sys.path.insert(0, str(HERE))
 import lab_figures  # noqa: E402  (slides/lab_figures.py, found through the path above)
@@ -70,8 +71,16 @@ class Deck:
         return [m.group(1) for s in self.slides for m in FIGURE.finditer(s)]
 
 
+def sources() -> dict[str, Path]:
+    """Each deck's name and source: ``overview`` (slides/overview.md), then each lab's
+    ``labs/NN_lab/deck.md``, named by its folder."""
+    labs = {p.parent.name: p for p in sorted(LABS.glob("[0-9][0-9]_*/deck.md"))}
+    return {"overview": HERE / "overview.md", **labs}
+
+
 def parse(path: Path) -> Deck:
-    """Read a deck source: front matter (key: value lines between --- lines), then slides."""
+    """Read a deck source: front matter (key: value lines between --- lines), then slides. A
+    lab's deck (``deck.md``) is named by its lab's folder."""
     text = path.read_text(encoding="utf-8")
     meta: dict[str, str] = {}
     if text.startswith("---"):
@@ -87,14 +96,15 @@ def parse(path: Path) -> Deck:
     if not slides:
         raise ValueError(f"{path.name}: no slides (separate slides by a line holding only ---)")
     lab = meta.get("lab") or None
-    return Deck(name=path.stem, title=meta["title"], lab=None if lab == "none" else lab, slides=slides, meta=meta)
+    name = path.parent.name if path.name == "deck.md" else path.stem
+    return Deck(name=name, title=meta["title"], lab=None if lab == "none" else lab, slides=slides, meta=meta)
 
 
 def discover(names: list[str] | None = None) -> list[Deck]:
-    """Every deck under slides/decks/ (or those named), in file-name order."""
-    paths = sorted(DECKS.glob("*.md"))
+    """Every deck (or those named), the overview first, then the labs in order."""
+    known = sources()
+    paths = list(known.values())
     if names:
-        known = {p.stem: p for p in paths}
         missing = [n for n in names if n not in known]
         if missing:
             raise SystemExit(f"no deck named {missing}; decks: {sorted(known)}")
@@ -198,7 +208,7 @@ def write_index(out: Path, built: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("decks", nargs="*", help="deck names (file names in slides/decks without .md); default: all")
+    ap.add_argument("decks", nargs="*", help="deck names (overview, or a lab's folder name); default: all")
     ap.add_argument("--out", type=Path, default=HERE / "build", help="output folder (default slides/build)")
     ap.add_argument("--list", action="store_true", help="print the deck names and exit")
     args = ap.parse_args(argv)

@@ -27,14 +27,14 @@ __all__ = ["LABS", "TAG", "lab_path", "tagged", "find", "figure"]
 def lab_path(ref: str) -> Path:
     """``01_gradient_checkpointing.ipynb`` or a lab number ``01`` -> the notebook's path."""
     if ref.endswith(".ipynb"):
-        path = LABS / ref
+        path = LABS / ref[: -len(".ipynb")] / ref
     else:
-        found = sorted(LABS.glob(f"{ref}_*.ipynb"))
+        found = sorted(LABS.glob(f"{ref}_*/{ref}_*.ipynb"))
         if len(found) != 1:
-            raise KeyError(f"lab {ref!r}: expected one labs/{ref}_*.ipynb, found {[p.name for p in found]}")
+            raise KeyError(f"lab {ref!r}: expected one labs/{ref}_*/{ref}_*.ipynb, found {[p.name for p in found]}")
         path = found[0]
     if not path.exists():
-        raise KeyError(f"lab {ref!r}: no notebook {path.name} in labs/")
+        raise KeyError(f"lab {ref!r}: no notebook {path.name} in labs/{path.parent.name}/")
     return path
 
 
@@ -70,7 +70,7 @@ def find(lab: str, name: str) -> tuple[int, dict]:
     if len(figs) != 1:
         raise ValueError(
             f"{lab} cell {index} (figure:{name}) stored {len(figs)} plotly figures, not one; "
-            f"run `make execute NB=labs/{lab_path(lab).name}` to store its outputs"
+            f"run `make execute NB={lab_path(lab).relative_to(LABS.parent)}` to store its outputs"
         )
     return index, figs[0]
 

@@ -1,5 +1,5 @@
 # Slide decks and real-browser tests. Included by the Makefile: `include slides/slides.mk`.
-#   make slides        build every deck in slides/decks/ into slides/build/ (offline HTML)
+#   make slides        build every deck (labs/*/deck.md, slides/overview.md) into slides/build/ (offline HTML)
 #   make slides-pdf    the same decks as PDF handouts (headless Chromium)
 #   make browser-test  decks and labs in headless Chromium (needs `bash slides/install_browser.sh`)
 SLIDES_OUT       ?= slides/build

@@ -33,7 +33,7 @@ from pathlib import Path
 __all__ = ["Mutation", "MUTATIONS", "StaleMutation", "probe", "copy_tree", "apply", "run_targets", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
-NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg"]
+NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/notebooks/nbval_sanitize.cfg"]
 
 
 @dataclass(frozen=True)
@@ -51,43 +51,45 @@ class StaleMutation(ValueError):
 
 
 def _nb(lab: str) -> str:
-    return f"labs/{lab}.ipynb"
+    return f"labs/{lab}/{lab}.ipynb"
 
 
 MUTATIONS: tuple[Mutation, ...] = (
-    Mutation("overlap queue", "lab_utils/overlap.py", "start = max(b.ready_s, free)", "start = b.ready_s",
+    Mutation("overlap queue", "lab_utils/netmodel.py", "start = max(b.ready_s, free)", "start = b.ready_s",
              "a bucket's transfer starts when it is ready, though the link still carries the last one",
-             ("tests/test_overlap.py",)),
-    Mutation("ring cost", "lab_utils/simnet.py", "+ 2 * (p - 1) / p * nbytes / link.bandwidth_Bps",
+             ("tests/core/test_netmodel_overlap.py",)),
+    Mutation("ring cost", "lab_utils/netmodel.py", "+ 2 * (p - 1) / p * nbytes / link.bandwidth_Bps",
              "+ nbytes / link.bandwidth_Bps", "ring all-reduce's bandwidth term without the 2(p-1)/p factor",
-             ("tests/test_simnet.py",)),
-    Mutation("saved-bytes meter", "lab_utils/memory.py", "nbytes = t.untyped_storage().nbytes()",
+             ("tests/core/test_netmodel.py",)),
+    Mutation("saved-bytes meter", "lab_utils/memory/__init__.py", "nbytes = t.untyped_storage().nbytes()",
              "nbytes = t.numel()", "a tensor saved for backward counted as numel, not bytes",
-             ("tests/test_memory.py",)),
-    Mutation("memory calculator", "lab_utils/stepmem.py", 'states = {"adamw": 2,', 'states = {"adamw": 1,',
+             ("tests/core/test_memory.py",)),
+    Mutation("memory calculator", "lab_utils/memory/stepmem.py", 'states = {"adamw": 2,', 'states = {"adamw": 1,',
              "AdamW's optimizer state predicted as one moment per parameter instead of two",
-             ("tests/test_stepmem_bert_gpt2.py",)),
-    Mutation("planner", "lab_utils/topics/checkpointing/planner.py", "alive = k + seg_act + _out(inp, i)",
+             ("tests/core/test_stepmem_gpt2_bert.py",)),
+    Mutation("planner", "lab_utils/labs/lab01_checkpointing/planner.py", "alive = k + seg_act + _out(inp, i)",
              "alive = k + inp[j] + _out(inp, i)", "a rebuilt segment's peak counted without its recomputed activations",
-             ("tests/topics/checkpointing/test_planner.py",)),
+             ("tests/labs/lab01_checkpointing/test_planner.py",)),
     Mutation("comm bytes", "lab_utils/comm.py", "nbytes = sum(t.numel() * t.element_size() for t in tensors)",
              "nbytes = sum(t.numel() for t in tensors)", "a collective's payload counted as numel, not bytes",
-             ("tests/test_comm.py",)),
-    Mutation("rank order", "lab_utils/launcher.py", "return [_read_result(workdir, r)[1] for r in range(world)]",
+             ("tests/core/test_comm.py",)),
+    Mutation("rank order", "lab_utils/launcher/__init__.py",
+             "return [_read_result(workdir, r)[1] for r in range(world)]",
              "return [_read_result(workdir, r)[1] for r in reversed(range(world))]",
              "launch returns the ranks' results in another order than rank order",
-             ("tests/test_launch.py", "-k", "rank_order")),
-    Mutation("ZeRO grads", "lab_utils/topics/fsdp/holdings.py", '"grads": shard if stage >= 2 else param_bytes',
+             ("tests/core/test_launch.py", "-k", "rank_order")),
+    Mutation("ZeRO grads", "lab_utils/labs/lab07_fsdp/holdings.py", '"grads": shard if stage >= 2 else param_bytes',
              '"grads": shard if stage >= 1 else param_bytes', "ZeRO-1 counted as sharding the gradients too",
-             ("tests/test_plan.py", "-k", "zero_formula")),
-    Mutation("bubble formula", "lab_utils/topics/pipeline/timeline.py", "return (p - 1) / (m + p - 1)",
+             ("tests/core/test_plan.py", "-k", "zero_formula")),
+    Mutation("bubble formula", "lab_utils/labs/lab06_pipeline/timeline.py", "return (p - 1) / (m + p - 1)",
              "return (p - 1) / m", "GPipe's bubble as (p-1)/m instead of (p-1)/(m+p-1)",
-             ("tests/topics/pipeline/test_timeline.py",)),
-    Mutation("summed loss", "lab_utils/topics/accumulation/losses.py", ".flatten(1).mean(1).sum()",
+             ("tests/labs/lab06_pipeline/test_timeline.py",)),
+    Mutation("summed loss", "lab_utils/labs/lab02_accumulation/losses.py", ".flatten(1).mean(1).sum()",
              ".flatten(1).mean(1).mean()", "mse_sum returns the batch's mean, not its sum over samples",
-             ("tests/topics/accumulation/test_losses.py",)),
+             ("tests/labs/lab02_accumulation/test_losses.py",)),
     Mutation("cmp's tolerance", "lab_utils/checks.py", '"close" if diff <= atol else', '"close" if diff <= 1e-3 else',
-             "cmp ignores atol= and calls anything within a loose 1e-3 close", ("tests/test_core.py", "-k", "cmp")),
+             "cmp ignores atol= and calls anything within a loose 1e-3 close",
+             ("tests/core/test_core.py", "-k", "cmp")),
     Mutation("lab 2 / K", _nb("02_gradient_accumulation"), "loss = F.mse_loss(model(xb), yb) / K   #",
              "loss = F.mse_loss(model(xb), yb)   #", "plain_loop without / K: .grad holds K times the mean",
              (_nb("02_gradient_accumulation"),)),

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LABS",
-    "SOLUTIONS",
+    "notebooks",
     "stub",
     "read_solutions",
     "read_solutions_text",
@@ -52,8 +52,7 @@ __all__ = [
     "solution",
 ]
 
-LABS = Path(__file__).resolve().parent.parent / "labs"
-SOLUTIONS = LABS / "solutions"
+LABS = Path(__file__).resolve().parent.parent / "labs"  # one folder per lab: NN_name/{NN_name.ipynb, solutions.py}
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 CELL = re.compile(r"^# %%(?P<attrs>.*)$", re.M)
 EXERCISE_ATTR = re.compile(r'\bexercise="(?P<id>[\w.-]+)"')
@@ -140,7 +139,7 @@ def solution(lab: str, exercise: str, names: dict, *, labs: Path | None = None) 
     repository's labs/) in a namespace holding ``names`` (what the lab's setup cells import) and
     return that namespace: tests feed the graders the instructor's answer itself instead of a
     copy of it. Functions defined there are sent to ranks by value, like a notebook cell's."""
-    sols = read_solutions(solutions_file((labs or LABS) / f"{lab}.ipynb"))
+    sols = read_solutions(solutions_file((labs or LABS) / lab / f"{lab}.ipynb"))
     if exercise not in sols:
         raise KeyError(f"{lab}: no exercise {exercise!r}; its exercises are {sorted(sols)}")
     namespace = {"__name__": f"solution_{exercise.replace('-', '_')}", **names}
@@ -149,7 +148,13 @@ def solution(lab: str, exercise: str, names: dict, *, labs: Path | None = None) 
 
 
 def solutions_file(notebook: Path) -> Path:
-    return SOLUTIONS / f"{Path(notebook).stem}.py"
+    """A lab's solutions live beside its notebook: ``labs/NN_name/solutions.py``."""
+    return Path(notebook).parent / "solutions.py"
+
+
+def notebooks() -> list[Path]:
+    """Every lab's notebook, in lab order: ``labs/NN_name/NN_name.ipynb``."""
+    return sorted(p for p in LABS.glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb") if p.stem == p.parent.name)
 
 
 def exercise_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
@@ -224,7 +229,7 @@ def grading_cells(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 
 def _labs(names: list[str]) -> list[Path]:
-    return [Path(n) for n in names] or sorted(p for p in LABS.glob("*.ipynb") if solutions_file(p).exists())
+    return [Path(n) for n in names] or [p for p in notebooks() if solutions_file(p).exists()]
 
 
 def main(argv: list[str] | None = None) -> int:

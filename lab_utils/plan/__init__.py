@@ -15,10 +15,10 @@ names the lab that validated each model and its measured error.
 
 from __future__ import annotations
 
-from lab_utils import stepmem
-from lab_utils.plan import inputs, model, report
+from lab_utils.memory import stepmem
+from lab_utils.plan import cost, inputs, report
+from lab_utils.plan.cost import Memory, Plan, Strategy, evaluate
 from lab_utils.plan.inputs import DEFAULT_TFLOPS, Hardware, model_fields, parse_bytes, parse_link
-from lab_utils.plan.model import Memory, Plan, Strategy, evaluate
 
 __all__ = [
     "request",
@@ -30,7 +30,7 @@ __all__ = [
     "Hardware",
     "evaluate",
     "inputs",
-    "model",
+    "cost",
     "report",
 ]
 
@@ -86,7 +86,7 @@ def candidates(shape: stepmem.Shape, hw: Hardware) -> list[Plan]:
     per_device = shape.batch // hw.devices
     families = [("ddp", 1), ("ddp-every-step", 1), ("zero1", 1), ("zero2", 1), ("fsdp", 1)]
     families += [("local-sgd", h) for h in (8, 64)]  # H: updates between averages
-    for ckpt in model.CHECKPOINTING:
+    for ckpt in cost.CHECKPOINTING:
         for par, h in families:
             if hw.devices == 1 and par != "ddp":
                 continue
@@ -109,7 +109,7 @@ def rank(plans: list[Plan]) -> list[Plan]:
     def key(p: Plan) -> tuple:
         st = p.strategy
         handicap = LOCAL_SGD_HANDICAP if st.parallel == "local-sgd" else 1.0
-        simpler = (model.CHECKPOINTING.index(st.checkpointing), st.accumulation, model.PARALLEL.index(st.parallel))
+        simpler = (cost.CHECKPOINTING.index(st.checkpointing), st.accumulation, cost.PARALLEL.index(st.parallel))
         return (not p.fits, p.seconds * handicap if p.fits else p.memory.peak, *simpler)
 
     return sorted(plans, key=key)

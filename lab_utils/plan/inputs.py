@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lab_utils import stepmem
-from lab_utils.simnet import LINKS, Link
+from lab_utils.memory import stepmem
+from lab_utils.netmodel import LINKS, Link
 
 __all__ = ["BUILTIN", "Hardware", "model_fields", "parse_bytes", "parse_link", "DEFAULT_TFLOPS"]
 
@@ -87,7 +87,7 @@ def parse_bytes(text: str | int, field: str = "--memory") -> int:
 
 def parse_link(text: str | Link, latency_us: float = 10.0, field: str = "--link") -> Link:
     """'100Gb' / '100Gbit' / '100Gb/s' / '400Gbps' (bits per second), '25GB/s' (bytes), or a
-    preset name from ``lab_utils.simnet.LINKS`` ('InfiniBand', '10GbE', ...)."""
+    preset name from ``lab_utils.netmodel.LINKS`` ('InfiniBand', '10GbE', ...)."""
     if isinstance(text, Link):
         return text
     for name, link in LINKS.items():

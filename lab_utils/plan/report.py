@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lab_utils.memory import fmt_bytes
+from lab_utils.plan.cost import Plan
 from lab_utils.plan.inputs import Hardware
-from lab_utils.plan.model import Plan
 
 __all__ = ["MODELS", "table", "best_per_family", "figure", "legend"]
 

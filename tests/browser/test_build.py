@@ -1,6 +1,6 @@
 """The deck builder without a browser: sources parse, and rendering puts slides, notes and figure
 JSON where deck.js and the browser tests expect them. (That every deck figure is a lab cell's
-stored figure is tested in tests/test_slides.py, part of `make test`.)"""
+stored figure is tested in tests/tools/test_slides.py, part of `make test`.)"""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from .test_decks import DECKS, SLIDES, builder
 
 
 def test_decks_found_and_parsed():
-    names = sorted(p.stem for p in (SLIDES / "decks").glob("*.md"))
-    assert sorted(DECKS) == names and names, names
+    labs = sorted(p.parent.name for p in (SLIDES.parent / "labs").glob("[0-9][0-9]_*/deck.md"))
+    assert sorted(DECKS) == sorted(["overview", *labs]) and labs, labs
     for deck in DECKS.values():
         assert deck.title and len(deck.slides) >= 3, deck.name
-        assert deck.lab is None or (SLIDES.parent / "labs" / deck.lab).name == deck.lab
+        assert deck.lab is None or deck.lab == f"{deck.name}.ipynb", (deck.name, deck.lab)
 
 
 def test_render_slides_notes_and_figures(tmp_path, monkeypatch):

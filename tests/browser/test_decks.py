@@ -1,4 +1,4 @@
-"""Every deck in slides/decks/ (found, not listed here), built by `make slides`, in real Chromium:
+"""Every deck (labs/*/deck.md and the overview, found, not listed here), built by `make slides`, in real Chromium:
 each slide renders, each figure draws with plotly and answers the mouse, no figure's title is hidden
 under the slide heading or covered by its legend at 1280 x 720, nothing logs an error and no request
 leaves the machine, from the file system and from a local web server."""
@@ -38,7 +38,7 @@ DECKS = {d.name: d for d in builder().discover()}
 
 def built(name: str) -> Path:
     html = BUILD / f"{name}.html"
-    src = SLIDES / "decks" / f"{name}.md"
+    src = builder().sources()[name]
     assert html.exists(), f"{html.name} is missing: run `make slides`"
     assert html.stat().st_mtime >= src.stat().st_mtime, f"{html.name} is older than its source: run `make slides`"
     return html
@@ -251,10 +251,10 @@ def test_index_and_decks_over_local_http(open_page):
 
 
 def test_every_lab_has_a_deck():
-    labs = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
+    labs = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
     decked = {d.lab for d in DECKS.values()}
     missing = [lab for lab in labs if lab not in decked]
-    assert not missing, f"labs without a deck in slides/decks/: {missing}"
+    assert not missing, f"labs without a deck.md in their folder: {missing}"
     assert any(d.lab is None for d in DECKS.values()), "an overview deck (lab: none) exists"
 
 
@@ -263,7 +263,7 @@ def test_every_lab_can_be_presented_live():
     `python slides/mark_slides.py labs/NN_lab.ipynb` to add it without touching outputs)."""
     import nbformat
 
-    for path in sorted((ROOT / "labs").glob("[0-9][0-9]_*.ipynb")):
+    for path in sorted((ROOT / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
         assert None not in kinds, (

@@ -1,4 +1,4 @@
-"""Every lab (labs/NN_*.ipynb, found, not listed here) run through JupyterLab's real UI in
+"""Every lab (labs/NN_*/NN_*.ipynb, found, not listed here) run through JupyterLab's real UI in
 headless Chromium: JupyterLab on 127.0.0.1 with a token, a fresh copy of labs/ (the repository's
 notebooks are never rewritten), LAB_SIZE=smoke. For each lab: Run All Cells, no cell errors,
 every plotly figure drawn, every widget shown, and moving a widget changes its figure. The server
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from lab_utils.proctree import descendants
+from lab_utils.launcher.proctree import descendants
 
 from .conftest import ROOT, free_port
 
-LABS = sorted(p.name for p in (ROOT / "labs").glob("[0-9][0-9]_*.ipynb"))
+LABS = sorted(f"{p.parent.name}/{p.name}" for p in (ROOT / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
 RUN_TIMEOUT_S = float(os.environ.get("LAB_BROWSER_RUN_TIMEOUT", "420"))
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -260,7 +260,7 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
     assert n > 0
     state = wait_run(page, n)
     server.remember_family()
-    page.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-end.png"))
+    page.screenshot(path=str(artifacts / f"lab-{Path(lab).stem}-end.png"))
     assert state["run"] == "done", f"{lab}: run-all-cells ended with {state['run']}"
     errors = [(c["index"], c["source"], c["errors"]) for c in state["cells"] if c["errors"]]
     assert not errors, f"{lab}: cells raised: {errors}"
@@ -279,7 +279,7 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
             timeout=30_000,
         )
         if not shot:
-            node.locator(".jp-OutputArea").first.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-figure.png"))
+            node.locator(".jp-OutputArea").first.screenshot(path=str(artifacts / f"lab-{Path(lab).stem}-figure.png"))
             shot = True
 
     # every widget view is shown, and moving one changes the figure next to it
@@ -308,12 +308,12 @@ def test_lab_runs_in_jupyterlab(lab, server, open_page, artifacts):
                 timeout=90_000,
             )
         except Exception as err:
-            node.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-widget-{c['index']}-unchanged.png"))
+            node.screenshot(path=str(artifacts / f"lab-{Path(lab).stem}-widget-{c['index']}-unchanged.png"))
             raise AssertionError(
                 f"{lab} cell {c['index']}: moved the {moved}, the figure did not change "
                 f"within 90 s ({type(err).__name__})"
             ) from None
-        node.screenshot(path=str(artifacts / f"lab-{lab[:-6]}-widget-{c['index']}.png"))
+        node.screenshot(path=str(artifacts / f"lab-{Path(lab).stem}-widget-{c['index']}.png"))
         page.wait_for_timeout(500)
         after = page.evaluate(FIGS_JS, c["index"])
         assert len(after) == len(figs), (

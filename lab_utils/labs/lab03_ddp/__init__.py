@@ -1,0 +1,37 @@
+"""Lab 3 (DDP ``no_sync``): the instruments of its runs, its figures and its exercise checks.
+
+    from lab_utils import launch
+    from lab_utils.labs import lab03_ddp as ddp
+
+    def no_sync_update(ddp_model, optimizer, micro_batches): ...   # the lab's cells hold the loops
+    res = launch(ddp.workload.train, 2, args=(no_sync_update, 4))   # counted on 2 real ranks
+    ddp.figures.comm({"no_sync": res[0]})
+    ddp.exercises.check_accumulate(train_accumulating)
+
+Modules load on first use, so ranks import only what they run. ``workload`` and ``reducer``: the
+counted loops and DDP's flags; ``buckets``, ``settings``, ``viewmem``: DDP's settings measured;
+``emulate``, ``stamps``, ``sweep``: the timing and the overlap model on it; ``reallink`` (with
+``netns``, ``reallink_rank``, ``breakdown``): that model against a real shaped link.
+"""
+
+from lab_utils.labs import lazy
+
+__all__ = [
+    "breakdown",
+    "buckets",
+    "calculator",
+    "emulate",
+    "exercises",
+    "figures",
+    "netns",
+    "reallink",
+    "reducer",
+    "script_exercise",
+    "settings",
+    "stamps",
+    "sweep",
+    "viewmem",
+    "workload",
+]
+
+__getattr__ = lazy(__name__, __all__)

@@ -1,0 +1,181 @@
+"""Graders of lab 5's exercises, each against a reference computed here.
+
+exercises.check_outer_step(outer_step)        # 1: DiLoCo's outer Nesterov step, on tensors
+exercises.check_local_sgd(local_sgd_flat)     # 2: local SGD from scratch, on 2 real ranks
+exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer updates, 2 ranks
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lab_utils.accelerate_meter import fresh_accelerate
+from lab_utils.checks import fingerprint, grader, param_max_diff
+from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
+from lab_utils.flat import mean_over_ranks
+from lab_utils.labs.lab05_local_sgd import task
+from lab_utils.labs.lab05_local_sgd.accelerate_runs import AccelerateRun, run_accelerate
+from lab_utils.launcher import launch
+from lab_utils.memory import nbytes
+
+__all__ = ["check_outer_step", "check_local_sgd", "check_update_loop"]
+
+OUTER_LR, OUTER_MU = 0.7, 0.9
+
+
+@grader(
+    "Exercise 3 · the DiLoCo outer step",
+    hint="reread section 4: which way does the outer gradient point, and where does Nesterov's "
+    "look-ahead use the updated momentum buffer?",
+)
+def check_outer_step(outer_step: Callable[..., Any]) -> str:
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(5, 3, generator=gen), torch.randn(3, generator=gen)]
+    mine = [a.clone() for a in start]
+    buffers = [torch.zeros_like(a) for a in start]
+    ref = [nn.Parameter(a.clone()) for a in start]
+    opt = torch.optim.SGD(ref, lr=OUTER_LR, momentum=OUTER_MU, nesterov=True)
+    for rnd in range(1, 4):
+        averaged = [a - 0.1 * torch.randn(a.shape, generator=gen) for a in mine]  # the ranks moved a little
+        outer_step(mine, averaged, buffers, lr=OUTER_LR, mu=OUTER_MU)
+        for p, avg in zip(ref, averaged):
+            p.grad = p.detach() - avg
+        opt.step()
+        diff = param_max_diff(mine, ref)
+        assert diff < 1e-6, (
+            f"after outer round {rnd} your anchor differs from torch.optim.SGD(nesterov=True) by {diff:.2g} "
+            f"(update `anchor` and `momentum` in place)"
+        )
+    return "3 outer rounds equal torch.optim.SGD(lr=0.7, momentum=0.9, nesterov=True)"
+
+
+def _local_sgd_flat(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
+    """Exercise 1's reference, written apart from the solution it grades: H local steps, the mean
+    over the ranks every H steps and once more at exit if needed."""
+    done = 0
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        done += 1
+        if done % H == 0:
+            mean_over_ranks(model.parameters())
+    if done % H:
+        mean_over_ranks(model.parameters())
+
+
+def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
+    """The batches, a new counted step started before each one but the first, and after the last."""
+    for i, batch in enumerate(batches):
+        if i:
+            counter.mark_step()
+        yield batch
+    counter.mark_step()
+
+
+@dataclass(frozen=True)
+class _Trained:
+    """One training of exercise 1 on this rank: its collectives as (step, op, bytes), the final
+    parameters (fingerprint, tensors) and their bytes."""
+
+    events: list[tuple[int, str, int]]
+    fingerprint: str
+    params: list[torch.Tensor]
+    param_bytes: int
+
+
+def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Trained]:
+    me = dist_info()
+    rank, world = me.rank, me.world_size
+    x, y, _, _ = task.make_data(world, per_rank=256)
+    out = {}
+    for who, train in (("yours", fn), ("reference", _local_sgd_flat)):
+        model = task.make_model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        counter = CommCounter()
+        with counter.track():
+            train(model, opt, _marking(task.rank_batches(x, y, rank, world, steps=steps), counter), H)
+        out[who] = _Trained(
+            events=[(e.step, e.op, e.nbytes) for e in counter.events],
+            fingerprint=fingerprint(model),
+            params=[p.detach().clone() for p in model.parameters()],
+            param_bytes=nbytes(model.parameters()),
+        )
+    return out
+
+
+@grader(
+    "Exercise 1 · local SGD from scratch",
+    hint="reread sections 1 and 3: where may a step communicate, how many collectives make one "
+    "averaging, what does all_reduce leave in the buffer, and do the ranks end equal?",
+)
+def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
+    H, steps = 4, 10
+    ranks = launch(_local_sgd_rank, 2, args=(local_sgd_fn, H, steps), timeout=120)
+    mine = ranks[0]["yours"]
+    want = [H - 1, 2 * H - 1, steps]  # after steps 4 and 8, then at exit (10 is not a multiple of 4)
+    at = sorted({s for s, _, _ in mine.events})
+    assert at == want, f"collectives during steps {at}; local SGD with H={H} over {steps} steps averages at {want}"
+    per_round = [sum(s == w for s, _, _ in mine.events) for w in want]
+    assert per_round == [1] * len(want), f"{per_round} collectives per averaging: use one all_reduce of a flat buffer"
+    sent = sum(n for _, _, n in mine.events)
+    assert sent == len(want) * mine.param_bytes, f"{sent} bytes sent; each averaging sends every parameter once"
+    assert ranks[0]["yours"].fingerprint == ranks[1]["yours"].fingerprint, "the ranks end with different models"
+    diff = param_max_diff(mine.params, ranks[0]["reference"].params)
+    assert diff < 1e-6, f"your parameters differ from the reference's by {diff:.2g} (divided by the world size?)"
+    return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
+
+
+def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[AccelerateRun]:
+    out = []
+    for cfg in cfgs:  # a fresh Accelerator for each setting
+        with fresh_accelerate():
+            out.append(run_accelerate(loop, **cfg))
+    return out
+
+
+# Two settings: the lab's, and one whose last window is shorter (14 micro-batches, accumulation 3:
+# the loader's end makes a 5th update of 2 micro-batches), so a loop that counts updates from the
+# micro-batch index instead of accelerator.sync_gradients misses one.
+_UPDATE_LOOP_CFGS = [
+    dict(accumulation=2, micro_batches=16, local_sgd_steps=3),
+    dict(accumulation=3, micro_batches=14, local_sgd_steps=5),
+]
+
+
+@grader(
+    "Exercise 2 · LocalSGD that counts optimizer updates",
+    hint="reread section 2: local_sgd.step() counts its calls; which micro-batches end with an update?",
+)
+def check_update_loop(loop: Callable[..., Any]) -> str:
+    ranks = launch(_accelerate_rank, 2, args=(loop, _UPDATE_LOOP_CFGS), timeout=240)
+    done = []
+    for i, cfg in enumerate(_UPDATE_LOOP_CFGS):
+        r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
+        where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
+        assert r.num_processes == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
+        assert r.micro_batches == cfg["micro_batches"], (
+            f"{r.micro_batches} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
+            f"block {where}: keep the guide's one block per micro-batch"
+        )
+        assert not any(e.source == "ddp-hook" for e in r.events), (
+            "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
+        )
+        avgs = r.averagings
+        want = r.updates // k + 1  # every k updates, plus once at exit
+        assert len(avgs) == want, (
+            f"{len(avgs)} averagings in {r.updates} updates {where}; one every {k} updates + 1 at exit"
+        )
+        inside = [a.micro_batch for a in avgs if not a.on_update_boundary]
+        assert not inside, f"averagings inside an accumulation window, at micro-batches {inside} {where}"
+        assert r.param_fingerprint == ranks[1][i].param_fingerprint, f"the ranks end apart {where}"
+        done.append(f"{len(avgs)} in {r.updates} updates")
+    return f"averagings {' and '.join(done)}, each right after an update"

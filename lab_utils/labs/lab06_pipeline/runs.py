@@ -1,0 +1,207 @@
+"""The rank-side harness: run a pipeline step function on this rank's stage, instruments attached.
+
+    res = launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [1, 2, 4]))
+    res[1].runs[4].events             # stage 1's forwards and backwards, one list per repeat
+    res[0].runs[4].grads              # stage 0's gradient after one step (flattened)
+    launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
+
+A step function (a lab cell) gets ``stage`` (rank r's stage r), ``inputs`` and ``targets`` (all m
+micro-batches on every rank; the middle stages use only their shapes), accumulates the gradient
+of the batch-mean loss into the stage's parameters and returns nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from lab_utils import data
+from lab_utils.comm import CommCounter, CommEvent
+from lab_utils.env import dist_info
+from lab_utils.flat import flat
+from lab_utils.labs.lab06_pipeline import stages, timeline, traffic, watch
+from lab_utils.memory import nbytes
+from lab_utils.memory.recompute import CallCounter
+
+__all__ = [
+    "StepFn",
+    "ChunksStepFn",
+    "Run",
+    "StageRuns",
+    "Interleaved",
+    "DDPBytes",
+    "this_stage",
+    "measure",
+    "measure_interleaved",
+    "ddp_bytes",
+]
+
+StepFn = Callable[[nn.Module, list[torch.Tensor], list[torch.Tensor]], None]
+ChunksStepFn = Callable[[dict[int, nn.Module], list[torch.Tensor], list[torch.Tensor]], None]
+Wrap = Callable[[nn.Module], nn.Module]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One m on one stage (``measure``): each repeat's events (seconds) and live peak (bytes held
+    for backward at once), and the last step's messages, flattened gradient and forward calls."""
+
+    events: list[list[timeline.Event]]
+    live_peak: list[int]
+    messages: list[CommEvent]  # start / end on the events' clock
+    grads: torch.Tensor
+    forward_calls: int
+    recomputed: int
+
+
+@dataclass(frozen=True)
+class StageRuns:
+    """What ``measure`` recorded on one rank: its stage's index and number of blocks, a Run per m."""
+
+    stage: int
+    blocks: int
+    runs: dict[int, Run]
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """One recorded step of ``measure_interleaved`` on one rank: both its stages' events (seconds,
+    one clock, by start), its messages, and each stage's flattened gradient by stage index."""
+
+    events: list[timeline.Event]
+    messages: list[CommEvent]
+    grads: dict[int, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class DDPBytes:
+    """What real DDP all-reduced in one backward on one rank (``ddp_bytes``): bytes in all, each
+    bucket's bytes in the order DDP ran them, and the model's parameter bytes."""
+
+    bytes: int
+    buckets: list[int]
+    param_bytes: int
+
+
+def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:
+    """This rank's stage of ``stages.model(spec)`` (every rank builds the same seeded model)."""
+    me = dist_info()
+    return stages.split(stages.model(spec), me.world_size, boundaries)[me.rank]
+
+
+def _phase(rank: int, phase: str) -> None:
+    st = watch.status(rank)  # None unless inside watch.naming_stages
+    if st is not None:
+        st.phase(phase)
+
+
+def measure(
+    step_fn: StepFn,
+    spec: stages.Spec,
+    ms: Sequence[int],
+    *,
+    repeats: int = 1,
+    warmup: int = 1,
+    boundaries: Sequence[int] | None = None,
+    wrap: Wrap | None = None,
+) -> StageRuns:
+    """Run ``step_fn`` for each m in ``ms`` (``warmup`` untimed steps first, then ``repeats``
+    recorded ones; ``wrap(stage)`` replaces the stage, e.g. checkpointed). Per m: each repeat's
+    events and live peak, the last step's messages, gradient and forward calls (and recomputed)."""
+    me = dist_info()
+    rank, dev = me.rank, me.device  # one GPU per stage under nccl
+    stage = this_stage(spec, boundaries)
+    out = StageRuns(rank, len(stage), {})
+    stage = (wrap(stage) if wrap is not None else stage).to(dev)
+    for j, m in enumerate(ms):
+        xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
+        for _ in range(warmup if j == 0 else 0):
+            stage.zero_grad(set_to_none=True)
+            _phase(rank, "step")
+            with traffic.counter().track():  # counted only so that a hang here can be named (watch)
+                step_fn(stage, xs, ys)
+            _phase(rank, "done")
+        events, live = [], []
+        for _ in range(repeats):
+            stage.zero_grad(set_to_none=True)
+            dist.barrier()  # every rank's clock starts here
+            _phase(rank, "step")
+            with (
+                timeline.Recorder(stage, rank) as rec,
+                traffic.counter(rec.start).track() as sent,
+                CallCounter(stage) as calls,
+            ):
+                step_fn(stage, xs, ys)
+            _phase(rank, "done")
+            events.append(rec.events)
+            live.append(rec.live.peak)
+        out.runs[m] = Run(
+            events=events,
+            live_peak=live,  # per repeat: the most bytes held for backward at once (measured live)
+            messages=sent.events,
+            grads=flat(stage, grads=True),
+            forward_calls=sum(calls.forward.values()),
+            recomputed=sum(calls.recomputed.values()),
+        )
+    dist.barrier()
+    return out
+
+
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> Interleaved:
+    """Run ``step_fn(parts, inputs, targets)`` with two stages per rank (rank r holds
+    ``parts = {r: ..., r + p: ...}`` of 2p stages, e.g. for ``ScheduleInterleaved1F1B``):
+    one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
+    me = dist_info()
+    rank, p, dev = me.rank, me.world_size, me.device
+    parts = stages.split(stages.model(spec), 2 * p)
+    mine = {idx: parts[idx].to(dev) for idx in (rank, rank + p)}
+    xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
+    step_fn(mine, xs, ys)  # warm-up
+    for part in mine.values():
+        part.zero_grad(set_to_none=True)
+    dist.barrier()
+    with contextlib.ExitStack() as stack:
+        recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
+        with traffic.counter().track() as sent:
+            step_fn(mine, xs, ys)
+    t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
+    shifted = (
+        dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
+        for rec in recorders
+        for e in rec.events
+    )
+    events = sorted(shifted, key=lambda e: e.start)
+    out = Interleaved(
+        events=events,
+        messages=sent.events,
+        grads={idx: flat(part, grads=True) for idx, part in mine.items()},
+    )
+    dist.barrier()
+    return out
+
+
+def ddp_bytes(spec: stages.Spec) -> DDPBytes:
+    """Bytes real DDP all-reduces for one backward of the whole model on this rank's share (in all
+    and per bucket, counted by ``CommCounter``); run on every rank."""
+    me = dist_info()
+    net = stages.model(spec).to(me.device)
+    ddp = DDP(net)
+    counter = CommCounter()
+    counter.attach(ddp)
+    x, y = (t.to(me.device) for t in stages.batch(spec))
+    (share,) = data.micro_batches(x, y, k=1, rank=me.rank, world_size=me.world_size)
+    stages.loss_fn(ddp(share[0]), share[1]).backward()
+    out = DDPBytes(
+        bytes=counter.summary()["bytes"],
+        buckets=[e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
+        param_bytes=nbytes(net.parameters()),
+    )
+    del ddp, net
+    return out

@@ -1,0 +1,260 @@
+"""When each stage computes which micro-batch, recorded from outside the loop, and the bubble.
+
+    rec = timeline.Recorder(stage, stage_index=rank)  # hooks on the stage module, nothing in the loop
+    with rec:
+        gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
+    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
+    rec.live.peak       # the most bytes the stage held for backward at once (live.py)
+    timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
+    timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
+
+A forward spans the stage's forward pre-hook to its forward hook; a backward, the arrival of its
+output's gradient (a tensor hook) to the last parameter's post-accumulate hook, numbered by its
+forward, so any order (GPipe, 1F1B) is recorded as it runs. Times are seconds after ``start``,
+which the caller sets right after a barrier, so every rank's clock starts together.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from lab_utils.labs.lab06_pipeline.live import LiveBytes, LiveMeter
+from lab_utils.netmodel import Bucket, Link, backward_with_comm
+
+if TYPE_CHECKING:  # runs imports this module
+    from lab_utils.labs.lab06_pipeline.runs import Run, StageRuns
+
+__all__ = [
+    "Event",
+    "Recorder",
+    "span",
+    "bubble",
+    "replay",
+    "median_bubble",
+    "formula",
+    "busy_seconds",
+    "order",
+    "Idle",
+    "idle_split",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One forward ("F") or backward ("B") of one micro-batch on one stage; seconds after start."""
+
+    stage: int
+    kind: str
+    micro_batch: int
+    start: float
+    end: float
+    saved_bytes: int = 0
+    live_bytes: int = 0  # bytes the stage held for backward (all micro-batches) when this piece ended
+
+
+class Recorder:
+    """Context manager: records every forward and backward of ``stage`` as Events, and in ``live``
+    the bytes it holds for backward (``live.peak``: the most at once)."""
+
+    def __init__(self, stage: nn.Module, stage_index: int):
+        self.stage, self.index = stage, stage_index
+        self.params = [p for p in stage.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError(
+                f"stage {stage_index} has no trainable parameters: the recorder needs one to see backwards"
+            )
+        self._cuda = self.params[0].is_cuda
+        self.events: list[Event] = []
+        self.start = time.perf_counter()
+        self._handles: list = []
+        self._n_forward = 0
+        self._open: dict | None = None  # the forward running now
+        self._pending: list[tuple[int, float]] = []  # backwards started, not yet finished
+        self._accumulated = 0
+        self.live = LiveBytes()
+
+    def restart(self) -> None:
+        """Forget the events and count micro-batches from 0 again; times from now on."""
+        self.events, self._n_forward, self._pending, self._accumulated = [], 0, [], 0
+        self.live.peak = self.live.now
+        self.start = time.perf_counter()
+
+    def _now(self) -> float:
+        if self._cuda:  # GPU work is queued: wait for it, so a bar spans the work itself
+            torch.cuda.synchronize()
+        return time.perf_counter() - self.start
+
+    def _pre(self, module, args) -> None:
+        # The data a stage is given without a gradient (the batch, on stage 0) is not an
+        # activation of this stage: it lives anyway, and views of it would count the whole batch.
+        data = [a for a in args if isinstance(a, torch.Tensor) and not a.requires_grad]
+        meter = LiveMeter(self.live, self.params + data)
+        meter.__enter__()
+        self._open = {"t0": self._now(), "meter": meter, "mb": self._n_forward}
+        self._n_forward += 1
+
+    def _post(self, module, args, output) -> None:
+        o = self._open
+        if o is None:
+            return
+        self._open = None
+        o["meter"].__exit__(None, None, None)
+        self.events.append(Event(self.index, "F", o["mb"], o["t0"], self._now(), o["meter"].total_bytes, self.live.now))
+        out = output[0] if isinstance(output, (tuple, list)) else output
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            mb = o["mb"]
+            out.register_hook(lambda grad, mb=mb: self._backward_starts(mb))
+
+    def _backward_starts(self, mb: int) -> None:
+        self._pending.append((mb, self._now()))
+
+    def _accumulated_one(self, param) -> None:
+        self._accumulated += 1
+        if self._accumulated == len(self.params) and self._pending:
+            mb, t0 = self._pending.pop(0)
+            self.events.append(Event(self.index, "B", mb, t0, self._now(), 0, self.live.now))
+            self._accumulated = 0
+
+    def __enter__(self) -> Recorder:
+        self._handles.append(self.stage.register_forward_pre_hook(self._pre))
+        self._handles.append(self.stage.register_forward_hook(self._post))
+        for p in self.params:
+            self._handles.append(p.register_post_accumulate_grad_hook(self._accumulated_one))
+        self.restart()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def span(events_per_stage: Sequence[Iterable[Event]]) -> float:
+    """Seconds from the first piece of work on any stage to the end of the last."""
+    evs = [e for ev in events_per_stage for e in ev]
+    return max(e.end for e in evs) - min(e.start for e in evs)
+
+
+def busy_seconds(events: Iterable[Event]) -> float:
+    """Seconds spent computing (forwards and backwards)."""
+    return sum(e.end - e.start for e in events)
+
+
+def bubble(events_per_stage: Sequence[Iterable[Event]]) -> float:
+    """Measured idle fraction of one step: 1 - (time computing, summed over the p stages) /
+    (p x the step's duration from the first forward to the last backward on any stage)."""
+    stages = [list(ev) for ev in events_per_stage]
+    if not stages or not all(stages):
+        raise ValueError("bubble: give one non-empty list of events per stage (every rank's recorder)")
+    t0 = min(e.start for ev in stages for e in ev)
+    t1 = max(e.end for ev in stages for e in ev)
+    return 1.0 - sum(busy_seconds(ev) for ev in stages) / (len(stages) * (t1 - t0))
+
+
+def replay(
+    events_per_stage: Sequence[Iterable[Event]],
+    *,
+    slots: bool = False,
+    link: Link | None = None,
+    message_bytes: float = 0.0,
+) -> list[list[Event]]:
+    """The same step with free, instant communication: each stage runs its recorded work, in
+    order, for its measured durations, each piece as soon as its input exists. Separates the
+    schedule's own bubble from the time lost to messages and to the OS.
+
+    ``slots=True``: 1 per forward and 2 per backward, the bubble of the recorded order alone
+    (exactly (p - 1) / (m + p - 1) for GPipe's). ``link``: each activation and gradient message
+    (``message_bytes``) is sent asynchronously on the sender's modelled link, queued as
+    ``netmodel.backward_with_comm`` queues buckets, and the piece needing it waits for it."""
+    stages = [sorted(ev, key=lambda e: e.start) for ev in events_per_stage]
+    p = len(stages)
+    done: dict[tuple[int, str, int], float] = {}  # when a piece's output is there for its consumer
+    out: list[list[Event]] = [[] for _ in range(p)]
+    nxt, clock = [0] * p, [0.0] * p
+    sent: list[list[Bucket]] = [[] for _ in range(p)]  # each stage's messages so far, in order
+    while any(nxt[s] < len(stages[s]) for s in range(p)):
+        progressed = False
+        for s in range(p):
+            while nxt[s] < len(stages[s]):
+                e = stages[s][nxt[s]]
+                dep = (s - 1, "F", e.micro_batch) if e.kind == "F" else (s + 1, "B", e.micro_batch)
+                if 0 <= dep[0] < p and dep not in done:
+                    break  # its input is not computed yet
+                t0 = max(clock[s], done.get(dep, 0.0))
+                t1 = t0 + ((1.0 if e.kind == "F" else 2.0) if slots else e.end - e.start)
+                clock[s] = done[(s, e.kind, e.micro_batch)] = t1
+                sends = (e.kind == "F" and s < p - 1) or (e.kind == "B" and s > 0)
+                if link is not None and sends:
+                    sent[s].append(Bucket(t1, message_bytes, "send"))
+                    queued = backward_with_comm(sent[s], t1, link, world_size=2)  # one message: peer to peer
+                    done[(s, e.kind, e.micro_batch)] = queued.transfers[-1].end_s
+                out[s].append(Event(e.stage, e.kind, e.micro_batch, t0, t1, e.saved_bytes))
+                nxt[s] += 1
+                progressed = True
+        if not progressed:
+            raise ValueError("replay: the recorded orders wait on each other (a deadlock in the schedule)")
+    return out
+
+
+def median_bubble(results: Sequence[StageRuns], m: int, *, slots: bool = False) -> float:
+    """Median over the repeats of ``runs.measure`` results of the bubble at m micro-batches:
+    measured, or with ``slots`` that of the order alone (see ``replay``)."""
+    n = len(results[0].runs[m].events)
+    per_repeat = []
+    for i in range(n):
+        evs = [r.runs[m].events[i] for r in results]
+        per_repeat.append(bubble(replay(evs, slots=True) if slots else evs))
+    return sorted(per_repeat)[n // 2] if n % 2 else sum(sorted(per_repeat)[n // 2 - 1 : n // 2 + 1]) / 2
+
+
+def formula(p: int, m: int) -> float:
+    """GPipe's bubble with equal stages and free communication: (p - 1) / (m + p - 1)."""
+    if p < 1 or m < 1:
+        raise ValueError(f"formula(p={p}, m={m}): both must be >= 1")
+    return (p - 1) / (m + p - 1)
+
+
+def order(events: Iterable[Event]) -> list[str]:
+    """One stage's work in the order it ran: ['F0', 'F1', 'B0', 'B1', ...]."""
+    return [f"{e.kind}{e.micro_batch}" for e in sorted(events, key=lambda e: e.start)]
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Where one step's idle time went, as fractions of p x the step: ``blocked`` inside a send or
+    receive (the counter's stamps), ``between`` neither there nor computing (Python, the OS)."""
+
+    measured: float
+    blocked: float
+
+    @property
+    def between(self) -> float:
+        return self.measured - self.blocked
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def idle_split(runs_per_stage: Sequence[Run], repeat: int = -1) -> Idle:
+    """``Idle`` of one recorded step (every rank's ``runs.measure().runs[m]``; the messages are
+    the last repeat's, hence the default): blocked is the union of each stage's stamped messages."""
+    evs = [r.events[repeat] for r in runs_per_stage]
+    t0 = min(e.start for ev in evs for e in ev)
+    t1 = t0 + span(evs)
+    blocked = 0.0
+    for r in runs_per_stage:
+        spans = [(max(m.start, t0), min(m.end, t1)) for m in r.messages if m.end is not None]
+        blocked += _union([(a, b) for a, b in spans if b > a])
+    return Idle(bubble(evs), blocked / (len(evs) * (t1 - t0)))

@@ -1,0 +1,229 @@
+"""Graders of lab 7's exercises; each runs the student's code on real ranks under FSDP2.
+
+    exercises.check_rank_bytes(predict_rank_bytes)        # ○ not attempted / ✓ / ✗ with a hint
+    exercises.check_fewer_gathers(update_fewer_gathers)   # 2 ranks, FSDP2
+    exercises.check_hsdp_windows(train_windows)            # 4 ranks, HSDP 2 x 2
+
+The trap they guard: a wrong accumulation is a wrong gradient, which the parameters after AdamW
+would show only through its epsilon, so a wrapper records the gradient each optimizer step is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+from lab_utils import data
+from lab_utils.checks import grader, max_abs_diff
+from lab_utils.comm import CommCounter
+from lab_utils.env import dist_info
+from lab_utils.labs.lab07_fsdp import holdings, traffic, workload
+from lab_utils.launcher import launch
+from lab_utils.memory import nbytes
+
+__all__ = ["check_rank_bytes", "check_fewer_gathers", "check_hsdp_windows", "uneven_model", "RecordingOptimizer"]
+
+WORLD, WIDTH, DEPTH, K, UPDATES, MB, LR = 2, 16, 2, 3, 2, 2, 1e-2
+HSDP = (2, 2)  # replicas x shards: 4 ranks
+TOL = 1e-10  # float64: the same sums in another order
+BACKEND = "gloo"  # the runs shard over a CPU device mesh, so gloo even where every rank has a GPU
+
+
+class RecordingOptimizer:
+    """Wraps an optimizer: each ``step()`` first keeps a copy of this rank's local gradient shards
+    (``grads``: one list per step, no communication), then steps."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, model: nn.Module):
+        self.optimizer, self.params = optimizer, list(model.parameters())
+        self.grads: list[list[torch.Tensor | None]] = []
+
+    def step(self, *args, **kwargs):
+        local = [None if p.grad is None else holdings.local(p.grad).detach().clone() for p in self.params]
+        self.grads.append(local)
+        return self.optimizer.step(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.optimizer, name)
+
+
+def _sharded(net: nn.Module, mesh_shape: Sequence[int] | None = None) -> nn.Module:
+    shape = tuple(mesh_shape or (dist_info().world_size,))
+    names = ("replicate", "shard") if len(shape) == 2 else None
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+    for child in net.children():
+        if any(True for _ in child.parameters()):
+            fully_shard(child, mesh=mesh)
+    fully_shard(net, mesh=mesh)
+    return net
+
+
+def _data(world: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return workload.dataset(UPDATES * world * K * MB, WIDTH)
+
+
+def _reference_grads(world: int) -> list[list[torch.Tensor]]:
+    """One process, one large batch per update (AdamW between them): each update's gradient, per parameter."""
+    net = workload.model(WIDTH, DEPTH)
+    opt = torch.optim.AdamW(net.parameters(), lr=LR)
+    x, y = _data(world)
+    out = []
+    for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES)):
+        opt.zero_grad()
+        F.mse_loss(net(xs), ys).backward()
+        out.append([p.grad.detach().clone() for p in net.parameters()])
+        opt.step()
+    return out
+
+
+def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[int] | None = None) -> dict[str, Any]:
+    """The student's loop on this rank's micro-batches: all K x UPDATES of them in one call
+    (``per_update=False``, with k), or one call per update with its K micro-batches."""
+    me = dist_info()
+    rank, world = me.rank, me.world_size
+    model = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
+    opt = RecordingOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), model)
+    x, y = _data(world)
+    windows = [
+        data.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
+        for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES))
+    ]
+    counter = CommCounter()
+    with counter.track():
+        if per_update:
+            for micro in windows:
+                update(model, opt, micro)
+                counter.mark_step()
+        else:
+            update(model, opt, [mb for w in windows for mb in w], K)
+    shards = mesh_shape[-1] if mesh_shape else world
+    return {
+        "ops": traffic.per_op(counter.events),
+        "left_unsharded": holdings.unsharded_param_bytes(model),
+        "grads": opt.grads,
+        "shard": rank % shards,
+        "shards": shards,
+    }
+
+
+def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
+    """None when every optimizer step saw the large-batch gradient; else what was wrong."""
+    ref = _reference_grads(world)
+    steps = len(got[0]["grads"])
+    if steps != UPDATES:
+        return f"the optimizer stepped {steps} times in {UPDATES} updates of {K} micro-batches: step once per update"
+    worst, ratio = 0.0, 1.0
+    for r in got:
+        for mine, want in zip(r["grads"], ref):
+            for g, w in zip(mine, want):
+                w_local = w.chunk(r["shards"], dim=0)[r["shard"]]
+                if g is None:
+                    return "a parameter had no gradient when the optimizer stepped: zero_grad before step?"
+                gap = max_abs_diff(g, w_local)
+                if gap > worst:
+                    worst, ratio = gap, (g.norm() / w_local.norm()).item()
+    if worst <= TOL:
+        return None
+    why = f"the gradient the optimizer stepped with is {worst:.1e} away from the large batch's"
+    if abs(ratio - K) < 1e-6:
+        why += f" ({K} times too large: divide each micro-step's loss by k={K})"
+    elif ratio < 1 - 1e-6:
+        why += f" (its norm {ratio:.2f} of the large batch's: some micro-steps' gradients never reached it)"
+    return why
+
+
+@grader(
+    "Exercise 2 · fewer all-gathers while accumulating",
+    hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
+    "parameters are freed, and when gradients are synced? Leave the model as you found it",
+)
+def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
+    got = launch(_train, WORLD, args=(update_fewer_gathers, True), backend=BACKEND, timeout=180)
+    ops = got[0]["ops"]
+    param_bytes = nbytes(workload.model(WIDTH, DEPTH).parameters())
+    ag = ops.get("all_gather_single", {"count": 0, "bytes": 0})
+    rs = ops.get("reduce_scatter_single", {"count": 0})["count"]
+    assert rs == UPDATES * DEPTH, (
+        f"measured {rs} reduce-scatters in {UPDATES} updates; expected one per block per update"
+    )
+    left = [r["left_unsharded"] for r in got]
+    assert left == [0] * WORLD, f"after the updates the ranks still hold {left} bytes of gathered parameters"
+    assert ag["bytes"] == UPDATES * param_bytes, (
+        f"measured {ag['count']} all-gathers ({ag['bytes']:,} bytes) in {UPDATES} updates of {K} micro-steps; "
+        f"gathering each block once per update is {UPDATES * param_bytes:,} bytes"
+    )
+    why = _grad_gap(got, WORLD)
+    assert why is None, why
+    return f"{ag['count']} all-gathers instead of {2 * K * DEPTH * UPDATES}, the large-batch gradient at every step"
+
+
+@grader(
+    "Exercise 3 · HSDP: average across replicas once per window",
+    hint="reread section 4: set_requires_all_reduce(False) skips only the all-reduce across replica groups "
+    "(the reduce-scatter inside a group still runs); turn it on for the last micro-step of each window, divide "
+    "each loss by k, and step once per window",
+)
+def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
+    world = HSDP[0] * HSDP[1]
+    got = launch(_train, world, args=(train_windows, False, HSDP), backend=BACKEND, timeout=240)
+    ops = got[0]["ops"]
+    ar = ops.get("all_reduce", {"count": 0})["count"]
+    rs = ops.get("reduce_scatter_single", {"count": 0})["count"]
+    assert rs == UPDATES * K * DEPTH, (
+        f"measured {rs} reduce-scatters for {UPDATES * K} micro-steps of {DEPTH} blocks, expected one per block per "
+        "micro-step: set_requires_gradient_sync(False) skips them too, and each rank then holds unsharded gradients"
+    )
+    assert ar == UPDATES * DEPTH, (
+        f"measured {ar} all-reduces across replicas for {UPDATES} windows of {DEPTH} blocks; expected one per block "
+        "per window (on its last micro-step)"
+    )
+    why = _grad_gap(got, world)
+    assert why is None, why
+    return (
+        f"{world} ranks ({HSDP[0]} replicas x {HSDP[1]} shards): {rs} reduce-scatters, {ar} all-reduces, "
+        "the large-batch gradient at every window's step"
+    )
+
+
+def uneven_model() -> nn.Sequential:
+    """Exercise 2's model: first dims 5, 3 and 1, none divisible by 2 (float32)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(7, 5), nn.GELU(), nn.Linear(5, 3), nn.GELU(), nn.Linear(3, 1))
+
+
+def _measure_uneven() -> dict[str, int]:
+    model = _sharded(uneven_model())
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    opt.zero_grad()
+    model(torch.randn(4, 7)).pow(2).mean().backward()
+    opt.step()
+    return holdings.rank_bytes(model, opt)
+
+
+@grader(
+    "Exercise 1 · predict the bytes a rank holds",
+    hint="reread section 1 and the prompt: how does torch.chunk cut 5 rows into 2 pieces, or 1 row? "
+    "Gradients and AdamW's moments take the shape of the rank's local shard",
+)
+def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[str, int]]) -> str:
+    lab = workload.model(128, 4)
+    p = nbytes(lab.parameters())
+    for world in (2, 4):
+        want = holdings.zero_bytes(p, world_size=world, stage=3)
+        got_lab = predict_rank_bytes(lab, world, world - 1)
+        assert got_lab == want, (
+            f"the lab's model on {world} ranks: predicted {got_lab}, the ZeRO-3 formula gives {want}"
+        )
+    predicted = [predict_rank_bytes(uneven_model(), WORLD, rank) for rank in range(WORLD)]  # before any launch
+    got = launch(_measure_uneven, WORLD, backend=BACKEND, timeout=180)
+    for rank, measured in enumerate(got):
+        assert predicted[rank] == measured, (
+            f"{WORLD} ranks, rank {rank}: predicted {predicted[rank]}, measured {measured}"
+        )
+    shards = ", ".join(str(g["params"]) for g in got)
+    return f"uneven shards on {WORLD} ranks ({shards} parameter bytes) and the lab's model"

@@ -1,0 +1,250 @@
+"""The plan's models: a device's memory and an update's time under each strategy the course taught.
+
+Restated from the labs so the planner imports no topic (the tests check they agree): memory is
+``stepmem.predict`` sharded by the ZeRO formulas (lab 7), a pipeline stage holding 1F1B's
+in-flight micro-batches (lab 6); time is FLOPs / the assumed rate plus communication under the
+overlap model (lab 3), FSDP at 1.5 x DDP's bytes (lab 7), local SGD every H updates (lab 5) and
+the bubble (p - 1)/(m + p - 1) (lab 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from lab_utils.memory import stepmem
+from lab_utils.netmodel import (
+    Bucket,
+    MicroStep,
+    backward_with_comm,
+    collective_seconds,
+    evenly_ready,
+    naive_update_seconds,
+    no_sync_update_seconds,
+    serial_seconds,
+)
+from lab_utils.plan.inputs import Hardware
+
+__all__ = [
+    "Strategy",
+    "Memory",
+    "Plan",
+    "PARALLEL",
+    "CHECKPOINTING",
+    "zero_shard",
+    "bubble",
+    "in_flight",
+    "update_flops",
+    "memory",
+    "seconds",
+    "evaluate",
+]
+
+PARALLEL = ("ddp", "ddp-every-step", "zero1", "zero2", "fsdp", "local-sgd", "pipeline")
+CHECKPOINTING = ("none", "every layer", "selective", "offload")
+BUCKET_BYTES = 25 * 2**20  # DDP's default bucket cap
+# Selective recompute re-runs the pointwise ops only: few FLOPs, but memory-bound. Korthikanti et
+# al. (2022) report a few per cent of overhead for theirs; an assumption here, not a measurement.
+SELECTIVE_OVERHEAD = 0.04
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way to train: how the devices split the work (``parallel``), how activations are kept
+    (``checkpointing``), micro-batches per update (``accumulation``; a pipeline's m), local SGD's
+    ``h`` (updates between averages) and a pipeline's ``stages``."""
+
+    parallel: str = "ddp"
+    checkpointing: str = "none"
+    accumulation: int = 1
+    h: int = 1
+    stages: int = 1
+
+    def __post_init__(self) -> None:
+        if self.parallel not in PARALLEL:
+            raise ValueError(f"Strategy(parallel={self.parallel!r}): choose one of {PARALLEL}")
+        if self.checkpointing not in CHECKPOINTING:
+            raise ValueError(f"Strategy(checkpointing={self.checkpointing!r}): choose one of {CHECKPOINTING}")
+        if min(self.accumulation, self.h, self.stages) < 1:
+            raise ValueError(f"{self}: accumulation, h and stages must be >= 1")
+
+    @property
+    def name(self) -> str:
+        par = {"local-sgd": f"local SGD H={self.h}", "pipeline": f"pipeline {self.stages} stages"}.get(
+            self.parallel, self.parallel
+        )
+        k = f", K={self.accumulation}" if self.accumulation > 1 else ""
+        return f"{par}{k}, ckpt {self.checkpointing}"
+
+
+@dataclass(frozen=True)
+class Memory(stepmem.Anatomy):
+    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: FSDP's
+    unsharded layers."""
+
+    gathered: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A strategy's predictions: memory per device, seconds per update (compute and exposed
+    communication), and whether it fits the device."""
+
+    strategy: Strategy
+    memory: Memory
+    seconds: float
+    compute_s: float
+    comm_s: float
+    fits: bool
+
+
+def zero_shard(weights: int, gradients: int, optimizer: int, *, world_size: int, stage: int) -> tuple[int, int, int]:
+    """Per-rank (weights, gradients, optimizer) bytes under ZeRO stage 0-3 (Rajbhandari et al.
+    2020): 1 shards the optimizer state, 2 the gradients too, 3 (FSDP) the weights too."""
+    d = world_size
+    return (
+        weights // d if stage >= 3 else weights,
+        gradients // d if stage >= 2 else gradients,
+        optimizer // d if stage >= 1 else optimizer,
+    )
+
+
+def bubble(p: int, m: int) -> float:
+    """A fill-drain pipeline's idle fraction with equal stages: (p - 1) / (m + p - 1)."""
+    return (p - 1) / (m + p - 1)
+
+
+def in_flight(p: int, m: int, stage: int) -> int:
+    """Micro-batches whose activations stage ``stage`` (0-based) holds at once under 1F1B."""
+    return min(m, p - stage)
+
+
+def update_flops(s: stepmem.Shape, recompute: bool) -> float:
+    """FLOPs of one update over ``s.batch`` sequences: 2 per parameter and token forward (matmuls:
+    the layers and the head), 4 * seq * hidden per layer and token for attention's two matmuls;
+    backward twice the forward; checkpointing runs the layers' forward once more."""
+    tokens = s.batch * s.seq
+    layers = (2 * stepmem.layer_parameters(s) + 4 * s.seq * s.hidden) * s.layers * tokens
+    head = 2 * s.vocab * s.hidden * tokens
+    return 3 * (layers + head) + (layers if recompute else 0)
+
+
+def _shape(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Shape:
+    return dataclasses.replace(
+        s, batch=batch, accumulation=st.accumulation, checkpointing=st.checkpointing in ("every layer", "offload")
+    )
+
+
+def _selective_layer_bytes(s: stepmem.Shape, b: int) -> int:
+    """A layer under a policy that saves the matmuls' (and attention's) outputs and recomputes the
+    pointwise ops: its input, q/k/v, attention's output, o's, gate's and up's, down's (a model
+    from lab 1's policy; not measured on these models)."""
+    u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
+    r = s.n_kv_heads / s.heads
+    return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden + 1) * u * c)
+
+
+def _device_step(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Anatomy:
+    """The step on one device before sharding (stepmem), with selective and offload applied."""
+    shape = _shape(s, batch, st)
+    a = stepmem.predict(shape)
+    b = shape.micro_batch
+    if st.checkpointing == "selective":
+        ckpt = stepmem.predict(dataclasses.replace(shape, checkpointing=True))
+        extra = s.layers * (_selective_layer_bytes(s, b) - b * s.seq * s.hidden * s.dtype_bytes)
+        return dataclasses.replace(ckpt, activations=ckpt.activations + extra)
+    if st.checkpointing == "offload":  # layer inputs go to the host; one is back at a time
+        inputs = s.layers * b * s.seq * s.hidden * s.dtype_bytes
+        return dataclasses.replace(a, activations=a.activations - inputs + inputs // s.layers)
+    return a
+
+
+def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
+    """Predicted bytes per device for ``st`` (``s.batch`` is the global batch)."""
+    if st.parallel == "pipeline":
+        return _pipeline_memory(s, hw, st)
+    d = hw.devices
+    a = _device_step(s, s.batch // d, st)
+    stage = {"zero1": 1, "zero2": 2, "fsdp": 3}.get(st.parallel, 0)
+    w, g, o = zero_shard(a.weights, a.gradients, a.optimizer, world_size=d, stage=stage)
+    gathered = 2 * stepmem.layer_parameters(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
+    return Memory(w, g, o, a.activations, a.temporaries, gathered)
+
+
+def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
+    """The worse of the first stage (embedding, p micro-batches in flight) and the last (head,
+    the loss's working set), each with layers / p layers."""
+    p, d = st.stages, hw.devices // st.stages
+    one = _device_step(s, s.batch // d, st)
+    n = stepmem.parameters(s)
+    per_param = (one.weights + one.gradients + one.optimizer) / n
+    layer = stepmem.layer_parameters(s) * (s.layers // p)
+    emb = s.vocab * s.hidden
+    shape = _shape(s, s.batch // d, st)
+    b = shape.micro_batch
+    per_layer_act = (
+        _selective_layer_bytes(s, b)
+        if st.checkpointing == "selective"
+        else stepmem.layer_activation_bytes(dataclasses.replace(shape, checkpointing=False), b)
+        if st.checkpointing == "none"
+        else b * s.seq * s.hidden * s.dtype_bytes
+    )
+    outside = stepmem.activation_bytes(shape) - s.layers * (
+        stepmem.layer_activation_bytes(shape, b) if st.checkpointing == "none" else b * s.seq * s.hidden * s.dtype_bytes
+    )
+    first = (layer + emb) * per_param, in_flight(p, st.accumulation, 0) * per_layer_act * (s.layers // p)
+    last = (layer + emb + s.hidden) * per_param, per_layer_act * (s.layers // p) + outside
+    state, act = max(first, last, key=sum)
+    w = int(state * one.weights / (one.weights + one.gradients + one.optimizer))
+    g = int(state * one.gradients / (one.weights + one.gradients + one.optimizer))
+    return Memory(w, g, int(state) - w - g, int(act), one.temporaries)
+
+
+def _micro(k: int, compute_s: float, comm_op: str, comm_bytes: float) -> MicroStep:
+    fwd, bwd = compute_s / k / 3, 2 * compute_s / k / 3
+    n = max(1, round(comm_bytes / BUCKET_BYTES))
+    return MicroStep(fwd, bwd, evenly_ready([comm_bytes / n] * n, bwd, comm_op))
+
+
+def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]:
+    """Predicted (seconds per update, compute seconds of it) for ``st``."""
+    recompute = st.checkpointing in ("every layer", "offload")
+    d = hw.devices // st.stages
+    compute = update_flops(s, recompute) / hw.devices / (hw.tflops * 1e12)
+    if st.checkpointing == "selective":  # pointwise ops re-run: an assumption (SELECTIVE_OVERHEAD)
+        compute *= 1 + SELECTIVE_OVERHEAD
+    if st.checkpointing == "offload":  # two copies per offloaded byte, on the compute stream (lab 1)
+        b = s.batch // d // st.accumulation
+        compute += 2 * st.accumulation * s.layers * b * s.seq * s.hidden * s.dtype_bytes / hw.host_Bps
+    grads = stepmem.parameters(s) * s.dtype_bytes
+    link, k = hw.link, st.accumulation
+    if st.parallel == "pipeline":
+        p, m = st.stages, k
+        send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.compute_bytes, 2, link)
+        span = (compute * p / m + 2 * send) * (m + p - 1)  # each stage's share, per micro-batch
+        return span + serial_seconds([("all_reduce", grads / p)], link, d), compute
+    if st.parallel == "local-sgd":
+        return compute + serial_seconds([("all_reduce", grads)], link, d) / st.h, compute
+    if st.parallel in ("ddp", "ddp-every-step"):
+        micro = _micro(k, compute, "all_reduce", grads)
+        fn = no_sync_update_seconds if st.parallel == "ddp" else naive_update_seconds
+        return fn(micro, k, link, d), compute
+    if st.parallel in ("zero1", "zero2"):  # reduce-scatter, then all-gather after the step
+        micro = _micro(k, compute, "reduce_scatter", grads / d)
+        fn = (
+            no_sync_update_seconds if st.parallel == "zero1" else naive_update_seconds
+        )  # zero2's sharded grads: every micro-step
+        return fn(micro, k, link, d) + serial_seconds([("all_gather", grads)], link, d), compute
+    # fsdp: per micro-step two all-gathers (forward, backward) and a reduce-scatter, overlapped
+    per = compute / k
+    layers = max(1, s.layers)
+    buckets = [Bucket(per * (i + 1) / (2 * layers), grads / layers, "all_gather") for i in range(2 * layers)]
+    buckets += [Bucket(per * (i + 1) / layers, grads / layers / d, "reduce_scatter") for i in range(layers)]
+    return k * backward_with_comm(buckets, per, link, d).end_s, compute
+
+
+def evaluate(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Plan:
+    """The strategy's predicted memory per device and time per update on ``hw``."""
+    mem = memory(s, hw, st)
+    total, compute = seconds(s, hw, st)
+    return Plan(st, mem, total, compute, total - compute, mem.peak <= hw.memory)

@@ -1,0 +1,119 @@
+"""lab_utils.plan: each predicted part is the validated calculator's or the labs' formula; the
+ranking moves as the course taught (longer sequence -> checkpointing; smaller memory -> sharding;
+slower link -> no_sync / local SGD); bad input names its field."""
+
+import dataclasses
+import json
+
+import pytest
+
+from lab_utils import plan
+from lab_utils.labs.lab06_pipeline.timeline import formula
+from lab_utils.labs.lab07_fsdp.holdings import zero_bytes
+from lab_utils.memory import stepmem
+from lab_utils.plan import cost
+
+
+def _best(sync_only: bool = False, **kw) -> plan.Plan:
+    ranked = plan.rank(plan.candidates(*plan.request("llama-125m", **kw)))
+    return next(p for p in ranked if p.fits and not (sync_only and p.strategy.parallel == "local-sgd"))
+
+
+def test_each_part_is_the_calculators():
+    shape, hw = plan.request("llama-125m", batch=64, seq=512, devices=8, memory="80GB", dtype="bf16")
+    for k, ckpt in ((1, "none"), (4, "every layer")):
+        got = plan.evaluate(shape, hw, plan.Strategy("ddp", ckpt, k)).memory
+        want = stepmem.predict(dataclasses.replace(shape, batch=8, accumulation=k, checkpointing=ckpt != "none"))
+        assert {p: v for p, v in got.parts().items() if p != "gathered"} == want.parts()
+    fsdp = plan.evaluate(shape, hw, plan.Strategy("fsdp")).memory
+    assert fsdp.weights == want.weights // 8 and fsdp.gathered > 0
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_sharding_is_lab_7s_zero_formula(stage):
+    w = 8 * 1000
+    lab7 = zero_bytes(w, world_size=4, stage=stage, optimizer_states=2)
+    assert cost.zero_shard(w, w, 2 * w, world_size=4, stage=stage) == (
+        lab7["params"],
+        lab7["grads"],
+        lab7["optimizer"],
+    )
+
+
+@pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (8, 3)])
+def test_the_bubble_is_lab_6s(p, m):
+    assert cost.bubble(p, m) == formula(p, m)
+
+
+def test_a_longer_sequence_needs_checkpointing():
+    # one sequence per device: accumulation cannot shrink the micro-batch further
+    short = _best(batch=8, seq=512, devices=8, memory="16GB", link="400Gb")
+    long = _best(batch=8, seq=32768, devices=8, memory="16GB", link="400Gb")
+    assert short.strategy.checkpointing == "none" and long.strategy.checkpointing != "none", (short, long)
+
+
+def test_a_smaller_memory_needs_sharding():
+    big = _best(True, batch=64, seq=1024, devices=8, memory="80GB", link="400Gb")
+    small = _best(True, batch=64, seq=1024, devices=8, memory="5GB", link="400Gb")
+    assert big.strategy.parallel == "ddp" and small.strategy.parallel in ("zero1", "zero2", "fsdp"), (big, small)
+
+
+def test_a_slower_link_rewards_no_sync_and_local_sgd():
+    fast = _best(batch=64, seq=1024, devices=8, memory="80GB", link="NVLink")
+    slow = _best(batch=64, seq=1024, devices=8, memory="80GB", link="1Gb")
+    assert fast.strategy.parallel == "ddp" and slow.strategy.parallel == "local-sgd", (fast, slow)
+    shape, _ = plan.request("llama-125m", batch=64, seq=1024, devices=8, memory="80GB")
+    gain = {}
+    for link in ("NVLink", "1Gb"):
+        hw = plan.request("llama-125m", batch=64, seq=1024, devices=8, memory="80GB", link=link)[1]
+        every, once = (
+            plan.evaluate(shape, hw, plan.Strategy(par, "none", 4)).seconds for par in ("ddp-every-step", "ddp")
+        )
+        gain[link] = every / once
+    assert gain["1Gb"] > 2 > gain["NVLink"] >= 1, gain
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(config={"model_type": "mistral"}), "model_type 'mistral' is not modelled"),
+        (dict(config="no-such-model"), "--config 'no-such-model'"),
+        (dict(batch=60), "--batch 60 does not divide over --devices 8"),
+        (dict(memory="eighty gigs"), "--memory 'eighty gigs'"),
+        (dict(link="fast"), "--link 'fast'"),
+        (dict(dtype="fp16"), "--dtype 'fp16'"),
+        (dict(config="gpt2", seq=4096, dtype="fp32"), "--seq 4096"),
+    ],
+)
+def test_bad_input_names_the_field(kw, match):
+    args = dict(config="llama-125m", batch=64, seq=512, devices=8, memory="80GB", link="100Gb") | kw
+    with pytest.raises(ValueError, match=match):
+        plan.request(args.pop("config"), **args)
+
+
+def test_sizes_and_links_read_as_sold():
+    assert plan.inputs.parse_bytes("80GB") == 80e9 and plan.inputs.parse_bytes("80GiB") == 80 * 2**30
+    assert plan.inputs.parse_link("100Gb").bandwidth_Bps == 100e9 / 8
+    assert plan.inputs.parse_link("25GB/s").bandwidth_Bps == 25e9
+    assert plan.inputs.parse_link("infiniband").name == "InfiniBand"
+
+
+def test_the_command_reads_a_config_file_and_prints_predictions(tmp_path, capsys):
+    cfg = dict(model_type="llama", vocab_size=1000, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)  # fmt: skip
+    path = tmp_path / "my_config.json"
+    path.write_text(json.dumps(cfg))
+    from lab_utils.plan.__main__ import main
+
+    assert main(["--config", str(path), "--batch", "16", "--seq", "256", "--devices", "4", "--memory", "1GB",
+                 "--link", "10Gb"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "PREDICTED" in out and "lab 3" in out and "lab 7" in out and "fits" in out
+
+
+def test_the_figure_shows_each_plans_parts():
+    shape, hw = plan.request("llama-125m", batch=16, seq=512, devices=4, memory="8GB")
+    plans = plan.report.best_per_family(plan.rank(plan.candidates(shape, hw)))
+    fig = plan.report.figure(plans, hw)
+    assert {t.name for t in fig.data} >= {"weights", "activations", "temporaries"}
+    assert len(fig.data[0].y) == len(plans)

@@ -1,0 +1,154 @@
+"""Each grader fails the bug its exercise is about and says "not attempted" for a stub."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lab_utils.checks import NOT_ATTEMPTED, PASSED
+from lab_utils.labs import lab02_accumulation as accumulation
+from lab_utils.labs.lab02_accumulation import exercises
+from tests.helpers.grading import graded_fail
+
+
+# ----------------------------------------------------------------------------- Exercise 1
+def tf_port(divide: bool):
+    def tf_style_accumulate(model, micro_batches, loss_fn):
+        params = list(model.parameters())
+        accum_vars = [torch.zeros_like(p) for p in params]
+        for mb in micro_batches:
+            for acc, g in zip(accum_vars, torch.autograd.grad(loss_fn(model, mb), params)):
+                acc.add_(g / len(micro_batches) if divide else g)
+        return accum_vars
+
+    return tf_style_accumulate
+
+
+def test_tf_port_passes_with_the_division_and_fails_as_the_seed_wrote_it(capsys):
+    assert exercises.check_tf_port(tf_port(divide=True)) == PASSED
+    graded_fail(exercises.check_tf_port, tf_port(divide=False), match="✗.*norm is 3 x")  # the recipe: a sum of 3 means
+
+
+def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
+    def through_grad(model, micro_batches, loss_fn):
+        for mb in micro_batches:
+            (loss_fn(model, mb) / len(micro_batches)).backward()
+        return [p.grad for p in model.parameters()]
+
+    graded_fail(exercises.check_tf_port, through_grad, match="✗.*filled .grad")
+
+
+def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
+    def one_big_grad(model, micro_batches, loss_fn):  # the large batch's gradient, but no accumulation
+        big = (torch.cat([x for x, _ in micro_batches]), torch.cat([y for _, y in micro_batches]))
+        return list(torch.autograd.grad(loss_fn(model, big), list(model.parameters())))
+
+    graded_fail(exercises.check_tf_port, one_big_grad, match="1 forward.*one forward per micro-batch")
+
+
+# ----------------------------------------------------------------------------- Exercise 2
+def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        def clip():
+            if unscale and use_scaler:
+                scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+
+        for window in accumulation.windows(micro_batches, K):
+            for x, y in window:
+                loss = F.mse_loss(model(x), y) / (len(window) if divide else 1)
+                (scaler.scale(loss) if use_scaler else loss).backward()
+                if per_micro_batch:
+                    clip()
+            if not per_micro_batch:
+                clip()
+            if use_scaler:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad()
+
+    return accumulate_with_clipping
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (clipping(per_micro_batch=True), "torch stopped your loop.*unscale_"),  # a second unscale_ in a window
+        (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
+        (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
+        (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
+        (clipping(divide=False), "only 2 of its 4 updates were clipped"),  # forgot / K: K times the gradient
+    ],
+)
+def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
+    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
+
+
+# ----------------------------------------------------------------------------- Exercise 3
+def token_stream(
+    *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
+):
+    def token_accumulate(model, optimizer, stream, K):
+        micro = list(stream) if look_ahead else stream
+        tokens, seen = 0, 0
+
+        def step():
+            for p in model.parameters():
+                p.grad /= 1 if per_micro_batch_mean else tokens
+            optimizer.step()
+            optimizer.zero_grad()
+
+        for mb in micro:
+            if fp32:  # transformers' loss, summed (num_items_in_batch=1): computed in float32
+                loss = model(**mb, num_items_in_batch=torch.tensor(1)).loss
+            else:
+                loss = accumulation.lm_token_loss_sum(model, mb)
+            (loss / accumulation.count_tokens(mb) / K if per_micro_batch_mean else loss).backward()
+            tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
+            if seen == K:
+                step()
+                tokens, seen = 0, 0
+        if seen and last_window:
+            step()
+
+    return token_accumulate
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
+        (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
+        (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
+        (token_stream(fp32=True), r"differs from the large batch[\s\S]*float32 and is rejected"),  # the hint says why
+    ],
+)
+def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):
+    graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
+
+
+# ----------------------------------------------------------------------------- Exercise 4
+def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
+    assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
+    # "eval mode is exact": not without running stats
+    graded_fail(
+        exercises.check_norms, {"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="✗.*1 wrong"
+    )
+    graded_fail(exercises.check_norms, {"layernorm"}, match="unknown names")
+    graded_fail(exercises.check_norms, "groupnorm", match="give a set of names")
+
+
+# ----------------------------------------------------------------------------- stubs
+def stub(*args):
+    raise NotImplementedError()
+
+
+@pytest.mark.parametrize(
+    "check", [exercises.check_tf_port, exercises.check_clipping, exercises.check_token_stream, exercises.check_norms]
+)
+def test_stubs_are_not_attempted(check, capsys):
+    assert check(...) == NOT_ATTEMPTED
+    assert "not attempted" in capsys.readouterr().out
+    if check is not exercises.check_norms:
+        assert check(stub) == NOT_ATTEMPTED

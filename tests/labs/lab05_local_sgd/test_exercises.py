@@ -1,0 +1,170 @@
+"""Each grader of lab 5 passes the solution, fails the bug its exercise is about (✗, with the
+hint), and says "not attempted" for the stub."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from accelerate.local_sgd import LocalSGD
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
+from lab_utils.labs.lab05_local_sgd import exercises
+from tests.helpers.grading import graded_fail
+from tests.labs.lab05_local_sgd.loops import guide_loop
+from tools.solutions import solution
+
+pytestmark = pytest.mark.usefixtures("no_orphans")
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+# ----------------------------------------------------------------------------- 1: DiLoCo outer step
+def outer_nesterov(anchor, averaged, momentum, lr, mu):
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m.mul_(mu).add_(g)
+        a.sub_(lr * (g + mu * m))
+
+
+def outer_no_momentum(anchor, averaged, momentum, lr, mu):
+    for a, avg in zip(anchor, averaged):
+        a.sub_(lr * (a - avg))
+
+
+def outer_wrong_sign(anchor, averaged, momentum, lr, mu):
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = avg - a
+        m.mul_(mu).add_(g)
+        a.sub_(lr * (g + mu * m))
+
+
+def outer_heavy_ball(anchor, averaged, momentum, lr, mu):  # momentum, but not Nesterov's
+    for a, avg, m in zip(anchor, averaged, momentum):
+        m.mul_(mu).add_(a - avg)
+        a.sub_(lr * m)
+
+
+def test_outer_step_passes_nesterov(capsys):
+    assert exercises.check_outer_step(outer_nesterov) == PASSED
+    assert PASSED in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("wrong", [outer_no_momentum, outer_wrong_sign, outer_heavy_ball])
+def test_outer_step_fails_wrong_updates(wrong):
+    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*hint")
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_outer_step_not_attempted(attempt, capsys):
+    assert exercises.check_outer_step(attempt) == NOT_ATTEMPTED
+    assert "not attempted" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- 2: local SGD from scratch
+def averages_gradients(model, opt, batches, H):  # DDP by hand: what local SGD avoids
+    for xb, yb in batches:
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        for p in model.parameters():
+            dist.all_reduce(p.grad)
+            p.grad /= dist.get_world_size()
+        opt.step()
+
+
+def per_tensor_no_exit(model, opt, batches, H):  # Accelerate's averaging, and no averaging at the end
+    for step, (xb, yb) in enumerate(batches):
+        loss = F.cross_entropy(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if (step + 1) % H == 0:
+            for p in model.parameters():
+                dist.all_reduce(p.data)
+                p.data /= dist.get_world_size()
+
+
+class _WorldOfOne:
+    """torch.distributed as the solution sees it, but with a world size of 1: its all-reduce sums
+    and the division by the world size divides by 1 (the bug: nobody divides the sum)."""
+
+    @staticmethod
+    def all_reduce(*args, **kwargs):  # looked up at each call, so the grader's counter sees it
+        return dist.all_reduce(*args, **kwargs)
+
+    @staticmethod
+    def get_world_size():
+        return 1
+
+
+# the solution itself, with the bug put into what it imports
+forgets_the_division = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "F": F, "dist": _WorldOfOne})[
+    "local_sgd_flat"
+]
+
+
+def test_local_sgd_reference_is_private():
+    assert not hasattr(exercises, "local_sgd_flat") and "local_sgd_flat" not in exercises.__all__
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (averages_gradients, "collectives during steps"),
+        (per_tensor_no_exit, "collectives during steps"),
+        (forgets_the_division, "differ from the reference"),
+    ],
+)
+def test_local_sgd_fails_wrong_loops(wrong, says):
+    graded_fail(exercises.check_local_sgd, wrong, match=f"(?s){FAILED}.*{says}.*hint")
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_local_sgd_not_attempted(attempt, capsys):
+    assert exercises.check_local_sgd(attempt) == NOT_ATTEMPTED
+
+
+# ----------------------------------------------------------------------------- 3: LocalSGD counting updates
+def test_update_loop_fails_the_guides_loop():  # local_sgd.step() after every micro-batch
+    graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
+
+
+def _counts_by_index(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Counts updates from the micro-batch index, not sync_gradients: misses the short last window."""
+    acc = accelerator.gradient_accumulation_steps
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for i, (inputs, targets) in enumerate(dataloader):
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(inputs), targets))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if (i + 1) % acc == 0:
+                    lsgd.step()
+
+
+def test_update_loop_fails_a_count_from_the_index():
+    graded_fail(exercises.check_update_loop, _counts_by_index, match=r"(?s)in 5 updates \(accumulation 3.*hint")
+
+
+def _no_accumulate(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Steps every micro-batch, outside accelerator.accumulate: no accumulation window at all."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in dataloader:
+            accelerator.backward(F.cross_entropy(model(inputs), targets))
+            optimizer.step()
+            optimizer.zero_grad()
+            lsgd.step()
+
+
+def test_update_loop_fails_a_loop_without_accumulate():
+    graded_fail(exercises.check_update_loop, _no_accumulate, match=r"(?s)0 of 16 micro-batches ran in an accel.*hint")
+
+
+@pytest.mark.parametrize("attempt", [..., stub])
+def test_update_loop_not_attempted(attempt):
+    assert exercises.check_update_loop(attempt) == NOT_ATTEMPTED

@@ -1,0 +1,43 @@
+"""The tests' own copies of lab 6's cells that build torch's interleaved schedule and a
+checkpointed stage (the lab teaches them; the tests need fixed ones to measure the instruments
+against). GPipe and 1F1B come from ``exercises.schedule_step``, the graders' copy of that cell."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from lab_utils.labs.lab06_pipeline import stages
+
+
+class Checkpointed(nn.Module):
+    """A stage that keeps only its input for backward and recomputes the rest."""
+
+    def __init__(self, stage: nn.Module):
+        super().__init__()
+        self.stage = stage
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(self.stage, x, use_reentrant=False)
+
+
+def interleaved_step(parts, inputs, targets):
+    """torch's ScheduleInterleaved1F1B over this rank's stages {index: module}."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    n = p * len(parts)
+    local = []
+    for idx, part in parts.items():
+        act_in = inputs[0].detach().clone().requires_grad_(idx > 0)
+        act_out = inputs[0].detach().clone().requires_grad_()
+        local.append(PipelineStage(part, idx, n, inputs[0].device, input_args=act_in, output_args=act_out))
+    sched = ScheduleInterleaved1F1B(local, n_microbatches=len(inputs), loss_fn=stages.loss_fn)
+    if rank == 0:
+        sched.step(torch.cat(inputs))
+    elif rank == p - 1:
+        sched.step(target=torch.cat(targets))
+    else:
+        sched.step()

@@ -1,0 +1,165 @@
+"""timeline: the recorder on one process (order, saved and live bytes), the bubble, its replay."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lab_utils.comm import CommEvent
+from lab_utils.labs.lab06_pipeline.runs import Run
+from lab_utils.labs.lab06_pipeline.timeline import Event, Recorder, bubble, formula, idle_split, order, replay
+from tests.labs.lab06_pipeline.schedules import Checkpointed
+
+
+def _stage() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 8), nn.GELU()).double()
+
+
+def _run(order_: str, *, as_activation: bool, module: nn.Module | None = None) -> Recorder:
+    """Forwards and backwards of 3 micro-batches [4, 8] in the order given ('FFFBBB', 'FBFBFB')."""
+    stage = module or _stage()
+    xs = [torch.randn(4, 8, dtype=torch.float64).requires_grad_(as_activation) for _ in range(3)]
+    outs, nf, nb = {}, 0, 0
+    with Recorder(stage, 0) as rec:
+        for kind in order_:
+            if kind == "F":
+                outs[nf] = stage(xs[nf])
+                nf += 1
+            else:
+                outs[nb].sum().backward()
+                nb += 1
+    return rec
+
+
+def test_records_the_order_and_what_each_forward_keeps():
+    rec = _run("FFFBBB", as_activation=True)
+    assert order(rec.events) == ["F0", "F1", "F2", "B0", "B1", "B2"]
+    # Linear keeps its input, GELU keeps its input (the Linear's output): 2 x 4 x 8 float64
+    assert {e.saved_bytes for e in rec.events if e.kind == "F"} == {2 * 4 * 8 * 8}
+    assert all(e.end >= e.start for e in rec.events)
+    # the data (no gradient wanted) is not an activation of the stage: only GELU's input counts
+    data = _run("FFFBBB", as_activation=False)
+    assert {e.saved_bytes for e in data.events if e.kind == "F"} == {4 * 8 * 8}
+
+
+def test_order_of_a_mixed_schedule():
+    assert order(_run("FFBFBB", as_activation=True).events) == ["F0", "F1", "B0", "F2", "B1", "B2"]
+
+
+def test_checkpointed_stage_keeps_its_input_only():
+    rec = _run("FFFBBB", as_activation=True, module=Checkpointed(_stage()))
+    assert {e.saved_bytes for e in rec.events if e.kind == "F"} == {4 * 8 * 8}
+    assert order(rec.events) == ["F0", "F1", "F2", "B0", "B1", "B2"]
+
+
+def test_recorder_refuses_a_stage_without_parameters():
+    with pytest.raises(ValueError, match="stage 3 has no trainable parameters"):
+        Recorder(nn.GELU(), 3)
+
+
+def _gpipe(p: int, m: int, f: float = 1.0, b: float = 2.0) -> list[list[Event]]:
+    """GPipe's ideal timeline with equal stages, built by hand."""
+    out = []
+    for s in range(p):
+        evs = [Event(s, "F", i, (s + i) * f, (s + i + 1) * f) for i in range(m)]
+        t_b = (m + p - 1) * f
+        evs += [Event(s, "B", i, t_b + (p - 1 - s + i) * b, t_b + (p - s + i) * b) for i in range(m)]
+        out.append(evs)
+    return out
+
+
+@pytest.mark.parametrize(("p", "m"), [(2, 1), (2, 4), (3, 3), (4, 8)])
+def test_bubble_of_the_ideal_timeline_is_the_formula(p, m):
+    assert bubble(_gpipe(p, m)) == pytest.approx(formula(p, m))
+    assert bubble(replay(_gpipe(p, m))) == pytest.approx(formula(p, m))
+
+
+def test_replay_removes_message_delays_and_slots_remove_durations():
+    # every message takes 0.5: stage 1 starts 0.5 later, stage 0's backwards 1.0 later
+    delay = {(1, "F"): 0.5, (1, "B"): 0.5, (0, "F"): 0.0, (0, "B"): 1.0}
+    late = [
+        [
+            Event(e.stage, e.kind, e.micro_batch, e.start + delay[e.stage, e.kind], e.end + delay[e.stage, e.kind])
+            for e in st
+        ]
+        for st in _gpipe(2, 4)
+    ]
+    assert bubble(late) > formula(2, 4) + 0.01  # waiting for messages is idle time too
+    assert bubble(replay(late)) == pytest.approx(formula(2, 4))
+    uneven = [
+        [Event(e.stage, e.kind, e.micro_batch, e.start, e.start + (3 if e.stage else 1)) for e in st]
+        for st in _gpipe(2, 4)
+    ]
+    assert bubble(replay(uneven)) > formula(2, 4) + 0.05
+    assert bubble(replay(uneven, slots=True)) == pytest.approx(formula(2, 4))
+
+
+def test_slots_tell_a_pipeline_from_a_loop_that_does_not_overlap():
+    # one micro-batch at a time, through both stages and back: no overlap at all
+    serial = [[Event(s, k, i, 0, 0) for i in range(4) for k in "FB"] for s in range(2)]
+    for st in serial:
+        for j, e in enumerate(st):
+            st[j] = Event(e.stage, e.kind, e.micro_batch, j, j + 0.5)
+    assert bubble(replay(serial, slots=True)) == pytest.approx(0.5)
+    assert formula(2, 4) == pytest.approx(0.2)
+
+
+def test_replay_names_a_deadlock():
+    stuck = [[Event(0, "B", 0, 0, 1)], [Event(1, "F", 0, 0, 1), Event(1, "B", 1, 1, 2)]]
+    with pytest.raises(ValueError, match="deadlock"):
+        replay(stuck)
+
+
+def test_formula_and_bubble_refuse_nonsense():
+    with pytest.raises(ValueError, match="both must be >= 1"):
+        formula(0, 3)
+    with pytest.raises(ValueError, match="one non-empty list"):
+        bubble([[], []])
+
+
+def test_live_bytes_follow_the_schedule_and_fall_back_to_zero():
+    per_mb = 2 * 4 * 8 * 8
+    gpipe, one_by_one = _run("FFFBBB", as_activation=True), _run("FBFBFB", as_activation=True)
+    assert gpipe.live.peak == 3 * per_mb and one_by_one.live.peak == per_mb
+    assert gpipe.live.now == one_by_one.live.now == 0  # autograd freed every saved tensor
+    assert [e.live_bytes for e in one_by_one.events] == [per_mb, 0] * 3
+
+
+def test_live_bytes_see_a_graph_kept_longer_than_its_order_says():
+    """An order of one micro-batch at a time, whose graphs are kept: the meter sees all three held."""
+    stage = _stage()
+    kept = []
+    with Recorder(stage, 0) as rec:
+        for _ in range(3):
+            y = stage(torch.randn(4, 8, dtype=torch.float64, requires_grad=True))
+            y.sum().backward(retain_graph=True)  # the saved tensors stay with the graph
+            kept.append(y)
+    per_mb = 2 * 4 * 8 * 8
+    assert order(rec.events) == ["F0", "B0", "F1", "B1", "F2", "B2"] and rec.live.peak == 3 * per_mb
+    del kept, y
+    assert rec.live.now == 0
+
+
+def _recorded(events, messages) -> Run:
+    """A ``runs.measure`` record of one m with only its events and messages filled in."""
+    return Run(events, [0] * len(events), messages, torch.zeros(0), 0, 0)
+
+
+def test_idle_split_takes_blocked_time_from_the_stamps():
+    # 2 stages, a 4 s step: stage 0 computes 0-1 and 3-4, stage 1 computes 1-3 and waits in recv 0-1
+    runs_ = [
+        _recorded(
+            events=[[Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)]],
+            messages=[CommEvent("send", 0, start=1.0, end=2.5), CommEvent("send", 0, start=2.5, end=None)],
+        ),
+        _recorded(
+            events=[[Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)]],
+            messages=[CommEvent("send", 0, start=0.0, end=1.0), CommEvent("send", 0, start=0.5, end=0.8)],
+        ),
+    ]
+    idle = idle_split(runs_)
+    assert idle.measured == pytest.approx(1 - 4 / 8)
+    assert idle.blocked == pytest.approx((1.5 + 1.0) / 8)  # overlapping intervals counted once
+    assert idle.between == pytest.approx(idle.measured - idle.blocked)

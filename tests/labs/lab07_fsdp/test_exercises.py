@@ -1,0 +1,95 @@
+"""The graders of lab 7 on wrong code (the bug each exercise is about) and on the stubs."""
+
+from __future__ import annotations
+
+import pytest
+import torch.nn.functional as F
+
+from lab_utils.checks import FAILED, NOT_ATTEMPTED
+from lab_utils.labs.lab07_fsdp import exercises
+from tests.helpers.grading import graded_fail
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
+
+
+def gradient_sync_instead(model, optimizer, micro_batches, k):
+    """Accumulates with set_requires_gradient_sync: right gradients, but no reduce-scatter either, so
+    each rank holds unsharded gradients between micro-steps (not HSDP's all-reduce toggle)."""
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_gradient_sync((i + 1) % k == 0)
+        (F.mse_loss(model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def forgets_k(model, optimizer, micro_batches, k):
+    """The all-reduce toggle right, each loss not divided by k."""
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_all_reduce((i + 1) % k == 0)
+        F.mse_loss(model(x), y).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def fewer_gathers_without_k(model, optimizer, micro_batches):
+    """Exercise 2's settings right, each loss not divided by k: k times the gradient."""
+    k = len(micro_batches)
+    model.set_reshard_after_forward(False)
+    for i, (x, y) in enumerate(micro_batches):
+        last = i == k - 1
+        model.set_requires_gradient_sync(last)
+        model.set_reshard_after_backward(last)
+        F.mse_loss(model(x), y).backward()
+    model.set_reshard_after_forward(True)
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def even_shards(model, world_size, rank):
+    """The ZeRO table applied per tensor: numel // W, as if every first dim divided by W."""
+    local = sum(p.numel() // world_size * p.element_size() for p in model.parameters())
+    return {"params": local, "grads": local, "optimizer": 2 * local}
+
+
+def stub_rank_bytes(model, world_size, rank):
+    raise NotImplementedError()
+
+
+def never_reshards(model, optimizer, micro_batches):
+    """Gathers once per update, but keeps the whole model gathered after the update."""
+    k = len(micro_batches)
+    model.set_reshard_after_forward(False)
+    model.set_reshard_after_backward(False)
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_gradient_sync(i == k - 1)
+        (F.mse_loss(model(x), y) / k).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def test_hsdp_grader_catches_gradient_sync_instead_of_the_all_reduce_toggle():
+    graded_fail(exercises.check_hsdp_windows, gradient_sync_instead, match=f"{FAILED} Exercise 3.*reduce-scatters")
+
+
+def test_hsdp_grader_names_a_missing_division_by_k():
+    graded_fail(exercises.check_hsdp_windows, forgets_k, match=f"{FAILED} Exercise 3.*3 times too large")
+
+
+def test_fewer_gathers_grader_grades_the_gradient_not_the_parameters():
+    graded_fail(exercises.check_fewer_gathers, fewer_gathers_without_k, match=f"{FAILED} Exercise 2.*divide each")
+
+
+def test_rank_bytes_grader_catches_even_shards():
+    graded_fail(exercises.check_rank_bytes, even_shards, match=f"{FAILED}.*rank 0: predicted")
+
+
+def test_fewer_gathers_grader_catches_gathered_parameters_left_behind():
+    graded_fail(exercises.check_fewer_gathers, never_reshards, match=f"{FAILED}.*still hold")
+
+
+def test_stubs_are_not_attempted():
+    assert exercises.check_hsdp_windows(...) == NOT_ATTEMPTED
+    assert exercises.check_fewer_gathers(...) == NOT_ATTEMPTED
+    assert exercises.check_rank_bytes(stub_rank_bytes) == NOT_ATTEMPTED  # raises before any launch
