@@ -18,3 +18,11 @@ def no_orphans():
     if left:
         kill(left)
         pytest.fail(f"processes left behind (now killed): {left}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that starts real processes (it is checked for orphans) is slow: ``make quick``
+    (``-m "not slow"``) leaves it out of the edit-run loop."""
+    for item in items:
+        if "no_orphans" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

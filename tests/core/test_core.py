@@ -189,6 +189,7 @@ TOPICS = sorted(m.name for m in pkgutil.iter_modules(lab_utils.labs.__path__) if
 DRAWING = {"figures", "calculator"}  # the modules that draw (plotly) or hold widgets (ipywidgets)
 
 
+@pytest.mark.slow  # a fresh interpreter per package
 def test_topic_packages_load_lazily_and_their_rank_side_imports_no_plotting():
     """A rank imports a topic package and the modules it runs, never the figures: each package loads
     its modules on first use, so no rank pays for plotly and ipywidgets at start-up. One fresh

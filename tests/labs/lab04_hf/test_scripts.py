@@ -75,6 +75,7 @@ def test_the_script_runs_on_two_processes_and_resumes_where_it_stopped(tmp_path)
     assert s["checksum"] == pytest.approx(r["checksum"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_ranks_a_launcher_started_in_their_own_sessions(tmp_path):
     """torchrun and accelerate launch start each rank with a session of its own: on a timeout the
     ranks (here one grandchild in a new session, as a hung rank) must go with the launcher."""
