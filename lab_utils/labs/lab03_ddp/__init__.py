@@ -9,7 +9,7 @@
     ddp.exercises.check_accumulate(train_accumulating)
 
 Modules load on first use, so ranks import only what they run. ``workload`` and ``reducer``: the
-counted loops and DDP's flags; ``buckets``, ``settings``, ``viewmem``: DDP's settings measured;
+counted loops and DDP's flags; ``buckets``, ``settings``: DDP's settings measured;
 ``emulate``, ``stamps``, ``sweep``: the timing and the overlap model on it; ``reallink`` (with
 ``netns``, ``reallink_rank``, ``breakdown``): that model against a real shaped link.
 """
@@ -30,7 +30,6 @@ __all__ = [
     "settings",
     "stamps",
     "sweep",
-    "viewmem",
     "workload",
 ]
 
