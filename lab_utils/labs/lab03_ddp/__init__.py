@@ -26,7 +26,6 @@ __all__ = [
     "netns",
     "reallink",
     "reducer",
-    "script_exercise",
     "settings",
     "stamps",
     "sweep",
