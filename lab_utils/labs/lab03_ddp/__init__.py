@@ -10,7 +10,8 @@
 
 Modules load on first use, so ranks import only what they run. ``workload`` and ``reducer``: the
 counted loops and DDP's flags; ``buckets``, ``settings``: DDP's settings measured;
-``emulate``, ``stamps``, ``sweep``: the timing and the overlap model on it; ``reallink`` (with
+``timing``: stamped ready times, the emulated link demo and the K sweep with the overlap model
+on it; ``reallink`` (with
 ``netns``, ``reallink_rank``, ``breakdown``): that model against a real shaped link.
 """
 
@@ -20,15 +21,13 @@ __all__ = [
     "breakdown",
     "buckets",
     "calculator",
-    "emulate",
     "exercises",
     "figures",
     "netns",
     "reallink",
     "reducer",
     "settings",
-    "stamps",
-    "sweep",
+    "timing",
     "workload",
 ]
 

@@ -1,7 +1,7 @@
 """One update of the real-link validation split into terms, measured and modelled, so a miss of
 the model says which term it got wrong.
 
-    measured = compute + wait + rest          (rank 0's stamps, ``stamps.Update``)
+    measured = compute + wait + rest          (rank 0's stamps, ``timing.Update``)
     wait     = peer + link                     (the other rank's stamps, same clock)
     model    = compute + exposed + optimizer   (``overlap``, the same inputs as the validation)
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lab_utils.labs.lab03_ddp.stamps import Micro, Update
+from lab_utils.labs.lab03_ddp.timing import Micro, Update
 from lab_utils.netmodel import Contention, Link, MicroStep, backward_with_comm
 
 __all__ = ["Terms", "update", "measured", "modelled", "misses", "table"]
@@ -46,7 +46,7 @@ class Terms:
 
 
 def update(raw: Mapping[str, Any]) -> Update:
-    """A ``stamps.Update`` back from its JSON form (``dataclasses.asdict``)."""
+    """A ``timing.Update`` back from its JSON form (``dataclasses.asdict``)."""
     micros = [Micro(**m) for m in raw["micros"]]
     return Update(raw["begin"], raw["end"], micros, list(raw["optimizer"]))
 
