@@ -1,10 +1,10 @@
-"""The rank side of ``reallink``: one gloo rank inside its network namespace.
+"""The rank side of ``tools.validate_link.run``: one gloo rank inside its network namespace.
 
-    ip netns exec NS python -m lab_utils.labs.lab03_ddp.reallink_rank WORKDIR   # started by reallink.run
+    ip netns exec NS python -m tools.validate_link.rank WORKDIR   # started by run.run, at the repository root
 
 It reads ``WORKDIR/config.json``, stamps the typical micro-step on the unshaped veth, then for
 each link speed shapes its own end (tc tbf), calibrates the link, measures the contention and
-times the loops (every update stamped), and writes ``WORKDIR/rank<r>.json``.
+times the loops (every update stamped, ``timing.UpdateStamps``), and writes ``WORKDIR/rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 
-from lab_utils.labs.lab03_ddp.netns import ADDR, PORT, shape
 from lab_utils.labs.lab03_ddp.reallink import Config
+from tools.validate_link.netns import ADDR, PORT, shape
 
 __all__ = ["main"]
 
