@@ -27,7 +27,9 @@ starts the real all-reduce and completes the bucket's future at start + the link
 (``netmodel.collective_seconds``), so the wall clock includes the link exactly as
 ``lab_utils.netmodel`` models it. ``link=None`` forwards each bucket at once: ready times, no delay.
 The emulator queues transfers by the model's own rule, so what it shows is a demo, not a
-validation: the model against a real shaped link is ``reallink``'s stored run.
+validation: the model against a real shaped link is ``reallink``'s stored run (measured by the
+root-only ``tools/validate_link``, outside this package).
+
 Traps it avoids: ranks agree on a transfer's start through a board in shared memory, not a
 collective (on two busy cores a tiny all-reduce took up to 10 ms, slower than the link it
 emulates), so the ranks must share one machine; on CUDA every stamp first synchronises (else it
