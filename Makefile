@@ -92,10 +92,12 @@ solutions: $(STAMP)
 mutations: $(STAMP)
 	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",)
 
-# Root only: two network namespaces, a veth pair shaped with tc tbf, one gloo rank in each; lab 3's
-# overlap model against the measured updates at three link speeds. Writes the table the lab shows.
+# Root only (sudo make validate-link, a few minutes): two network namespaces, a veth pair shaped
+# with tc tbf, one gloo rank in each; lab 3's overlap model against the measured updates at three
+# link speeds. The apparatus lives in tools/validate_link (not installed, not imported by lab_utils);
+# it writes the table the lab shows (lab_utils.labs.lab03_ddp.reallink loads it).
 validate-link: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m lab_utils.labs.lab03_ddp.reallink --out lab_utils/labs/lab03_ddp/real_link.json
+	OMP_NUM_THREADS=1 $(BIN)/python -m tools.validate_link.run --out lab_utils/labs/lab03_ddp/real_link.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

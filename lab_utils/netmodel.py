@@ -170,7 +170,8 @@ class Contention:
     """How much overlapping compute and communication slow each other, as fractions: with
     ``compute=0.2`` the backward runs 20 % slower while a transfer is in flight; with ``comm=0.1``
     a transfer runs 10 % slower while the backward computes. Measure them, do not guess them (lab
-    3's ``reallink`` times a backward alone and beside a bulk all-reduce)."""
+    3's real-link validation, ``tools/validate_link``, times a backward alone and beside the
+    buckets' all-reduces)."""
 
     compute: float = 0.0
     comm: float = 0.0

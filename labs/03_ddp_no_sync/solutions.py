@@ -59,7 +59,7 @@ def mean_loss(local_loss):
 
 
 # %% exercise="ddp-script"
-from lab_utils.labs.lab03_ddp.script_exercise import EPOCHS, K_SCRIPT, LR, MICRO_BATCH, script_data, script_model  # noqa: E402, F401
+from lab_utils.labs.lab03_ddp.exercises import EPOCHS, K_SCRIPT, LR, MICRO_BATCH, script_data, script_model  # noqa: E402, F401
 
 
 def ddp_script(checkpoint_path):

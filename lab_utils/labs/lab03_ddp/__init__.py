@@ -9,28 +9,25 @@
     ddp.exercises.check_accumulate(train_accumulating)
 
 Modules load on first use, so ranks import only what they run. ``workload`` and ``reducer``: the
-counted loops and DDP's flags; ``buckets``, ``settings``, ``viewmem``: DDP's settings measured;
-``emulate``, ``stamps``, ``sweep``: the timing and the overlap model on it; ``reallink`` (with
-``netns``, ``reallink_rank``, ``breakdown``): that model against a real shaped link.
+counted loops and DDP's flags; ``buckets`` and ``settings``: DDP's settings measured (bucket
+counts, first iterations, gradients as bucket views and their memory, comm hooks, buffers);
+``calculator``: the time per update of a job you describe (modelled); ``timing``: stamped ready times, the emulated
+link demo and the K sweep with the overlap model on it; ``reallink``: that model against a real
+shaped link, as stored (``real_link.json``; the root-only measurement is ``tools/validate_link``,
+outside this package); ``figures``; ``exercises``: the graders, the torchrun script's included.
 """
 
 from lab_utils.labs import lazy
 
 __all__ = [
-    "breakdown",
     "buckets",
     "calculator",
-    "emulate",
     "exercises",
     "figures",
-    "netns",
     "reallink",
     "reducer",
-    "script_exercise",
     "settings",
-    "stamps",
-    "sweep",
-    "viewmem",
+    "timing",
     "workload",
 ]
 

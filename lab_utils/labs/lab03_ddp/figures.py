@@ -1,13 +1,13 @@
 """Lab 3's figures: data in (results of ``workload.train``, ``reducer.probe``, ``buckets.counts``,
-``sweep.measure``), plotly figure out.
+``timing.measure``), plotly figure out.
 
     from lab_utils.labs.lab03_ddp import figures
     figures.comm(results)              # all-reduces and MiB per update, one bar per loop
     figures.flags(rows)                # DDP's flags and the reducer's calls, observed
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
-    figures.time_per_update(sweep.update_seconds(measured, link), link.name)
+    figures.time_per_update(timing.update_seconds(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
-    figures.validation(sweep.validation(res))   # emulated link on real ranks against the model
+    figures.validation(timing.validation(res))  # emulated link on real ranks against the model
     figures.hooks(settings.hooks)      # bytes per update and distance to float32, per comm hook
 
 Figures with modelled communication say so in their title.
@@ -24,7 +24,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.labs.lab03_ddp.reducer import Observed
 from lab_utils.labs.lab03_ddp.settings import HookRun, Refused
-from lab_utils.labs.lab03_ddp.sweep import Row, Sweep, update_seconds
+from lab_utils.labs.lab03_ddp.timing import Row, Sweep, update_seconds
 from lab_utils.labs.lab03_ddp.workload import UpdateRun
 from lab_utils.netmodel import LINKS, Link
 from lab_utils.plots import PALETTE, modelled, palette, show_figure, style
@@ -98,7 +98,7 @@ def buckets(per_step: Mapping[str, Sequence[int]]) -> go.Figure:
 
 def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str) -> go.Figure:
     """Seconds per update against K: the measured compute, and compute plus modelled
-    communication for each loop in ``sim`` (``sweep.update_seconds`` output)."""
+    communication for each loop in ``sim`` (``timing.update_seconds`` output)."""
     fig = go.Figure()
     loops = [n for n in sim if n not in ("k", "compute")]
     for i, name in enumerate([*loops, "compute"]):
@@ -163,7 +163,7 @@ def explorer(measured: Sweep, *, preset: str = "10GbE") -> ipywidgets.VBox:
 
 def validation(rows: Sequence[Row]) -> go.Figure:
     """One panel per emulated link: measured seconds per update (markers) against the overlap
-    model (line) and the old sum (dotted), for each loop, against K (``sweep.validation`` rows)."""
+    model (line) and the old sum (dotted), for each loop, against K (``timing.validation`` rows)."""
     links = list(dict.fromkeys(r.link for r in rows))
     fig = make_subplots(rows=1, cols=len(links), subplot_titles=links)
     for c, link in enumerate(links, start=1):

@@ -1,41 +1,41 @@
-"""The overlap model against a real slow link: one gloo rank in each of two network namespaces
-joined by a veth pair shaped with tc tbf (``netns``; root only: for instructors and CI).
+"""The overlap model against a real slow link: the stored result the lab shows, and its table.
 
-    sudo make validate-link                               # or, as root:
-    python -m lab_utils.labs.lab03_ddp.reallink --out lab_utils/labs/lab03_ddp/real_link.json
+    real = reallink.load()                    # the stored run (real_link.json, beside this module)
+    print(reallink.table(real))               # links, points, savings, terms, the 10 % verdicts
+    reallink.misses(p.measured_terms, p.model_terms)   # one point's miss, term by term
 
-The ranks (``reallink_rank``) stamp a typical micro-step on the unshaped veth, then per link
-speed calibrate the link, measure the contention and time the naive and ``no_sync`` loops,
-stamping every update. Here the times are compared with the overlap model, without and with the
-contention, and each point's median update is split into terms (``breakdown``) so that a miss
-names the term the model got wrong. Every step is bounded in time.
+The measurement itself is root-only apparatus outside this package (``tools/validate_link``):
+one gloo rank in each of two network namespaces joined by a veth pair shaped with tc tbf, run by
+``sudo make validate-link`` (a few minutes), which rewrites ``real_link.json``. Per link speed
+it calibrates the link, measures the contention and times the naive and ``no_sync`` loops,
+stamping every update; each point is compared with the overlap model, without and with the
+contention, and its median update is split into terms so that a miss names the term the model
+got wrong:
+
+    measured = compute + wait + rest          (rank 0's stamps, ``timing.Update``)
+    wait     = peer + link                     (the other rank's stamps, same clock)
+    model    = compute + exposed + optimizer   (the overlap model, the same inputs)
+
+``compute`` is forward + backward as they ran beside the link; ``wait`` is the time after a
+synchronised backward's compute before the next forward (or the optimizer) could start. Of it,
+``peer`` is the part while the other rank was still computing that micro-step (its buckets were
+not ready: the model's ranks are identical, so it has no such term), and ``link`` the rest: the
+all-reduces still on the wire once both ranks had computed, and DDP copying the buckets back.
+``rest`` is the optimizer step and everything else of the update (``zero_grad``, the loop).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import signal
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from lab_utils.labs.lab03_ddp import breakdown
-from lab_utils.labs.lab03_ddp.breakdown import Terms
-from lab_utils.labs.lab03_ddp.netns import Namespaces, unavailable
-
-__all__ = ["Config", "Point", "Result", "unavailable", "run", "table", "load", "STORED"]
+__all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "table", "misses"]
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
-
-_RANK_MODULE = "lab_utils.labs.lab03_ddp.reallink_rank"
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,24 @@ class Config:
 
 
 @dataclass(frozen=True)
+class Terms:
+    """Seconds of one update: ``compute + wait + rest`` (``wait = peer + link``)."""
+
+    compute_s: float
+    wait_s: float
+    peer_s: float
+    rest_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.wait_s + self.rest_s
+
+    @property
+    def link_s(self) -> float:
+        return self.wait_s - self.peer_s
+
+
+@dataclass(frozen=True)
 class Point:
     """One link, K and loop: the measured seconds per update (median, quartiles of the repeats)
     against the model without and with contention."""
@@ -74,7 +92,7 @@ class Point:
     q3_s: float
     model_s: float
     contended_s: float
-    measured_terms: Terms | None = None  # the median repeat split into terms (``breakdown``)
+    measured_terms: Terms | None = None  # the median repeat split into terms
     model_terms: Terms | None = None  # the model with contention, in the same terms
 
     @property
@@ -106,7 +124,7 @@ class Result:
 
 
 def load(path: str | os.PathLike = STORED) -> Result:
-    """A stored validation (``python -m lab_utils.labs.lab03_ddp.reallink --out PATH`` writes one)."""
+    """A stored validation (``sudo make validate-link`` writes the one the lab shows)."""
     raw = json.loads(Path(path).read_text())
     raw["points"] = [Point(**_terms(p)) for p in raw["points"]]
     return Result(**raw)
@@ -116,108 +134,16 @@ def _terms(p: dict) -> dict:
     return {k: Terms(**v) if k.endswith("_terms") and v is not None else v for k, v in p.items()}
 
 
-def run(config: Config = Config(), *, log=print) -> Result:
-    """Build the link, run both ranks on it, tear it down, and compare with the model."""
-    reason = unavailable()
-    if reason:
-        raise RuntimeError(reason)
-    load_before = Path("/proc/loadavg").read_text().strip()
-    with tempfile.TemporaryDirectory(prefix="real-link-") as work, Namespaces() as net:
-        Path(work, "config.json").write_text(json.dumps(asdict(config)))
-        procs = []
-        try:
-            for rank, (ns, iface) in enumerate(zip(net.ns, net.iface)):
-                env = dict(os.environ, RANK=str(rank), GLOO_SOCKET_IFNAME=iface, OMP_NUM_THREADS="1",
-                           TORCH_CPP_LOG_LEVEL="ERROR")  # fmt: skip
-                cmd = ["ip", "netns", "exec", ns, sys.executable, "-m", _RANK_MODULE, work]
-                procs.append(subprocess.Popen(cmd, env=env, start_new_session=True))
-            deadline = time.monotonic() + config.timeout_s
-            for p in procs:
-                p.wait(timeout=max(1.0, deadline - time.monotonic()))
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
-        if any(p.returncode for p in procs):
-            raise RuntimeError(f"a rank failed (exit codes {[p.returncode for p in procs]}); see its output above")
-        ranks = [json.loads(Path(work, f"rank{r}.json").read_text()) for r in range(2)]
-    result = _compare(ranks, config, load_before)
-    log(table(result))
-    return result
+MISS_TERMS = ("compute", "peer", "link", "rest")
+_WIDTH = {"compute": 8, "peer": 6, "link": 6, "rest": 5}
 
 
-def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
-    from lab_utils.netmodel import Bucket, Contention, Link, MicroStep, naive_update_seconds, no_sync_update_seconds
-
-    r0 = ranks[0]
-    m, opt = r0["micro"], r0["optimizer_s"]
-    stamped = MicroStep(m["forward_s"], m["backward_s"], [Bucket(**b) for b in m["buckets"]])
-    models = {"naive": naive_update_seconds, "no_sync": no_sync_update_seconds}
-    points, savings, links = [], [], []
-    for i, lk in enumerate(r0["links"]):
-        # Latency per bucket from a round of the real buckets on the idle link (a tiny message
-        # alone understates what each mid-sized all-reduce pays); never below the tiny one's.
-        sizes = [b.nbytes for b in stamped.buckets]
-        per_bucket = (lk["round_s"] - sum(sizes) / lk["beta_Bps"]) / (2 * len(sizes)) if "round_s" in lk else 0.0
-        link = Link(f"tbf {lk['rate_mbit']:.0f} Mbit/s", max(lk["alpha_s"], per_bucket), lk["beta_Bps"])
-        cont = Contention(*(statistics.mean(r["links"][i]["contention"][j] for r in ranks) for j in (0, 1)))
-        # the compute thread's own CPU time, and how often it lost its core (worst rank)
-        compute_cpu = statistics.mean(r["links"][i]["contention"][2] for r in ranks)
-        preempted = [max(r["links"][i]["contention"][j] for r in ranks) for j in (3, 4)]
-        # The machine's speed drifts (other programs): the stamps are rescaled to the compute-only
-        # updates timed beside this link's runs (no communication, so no link in them).
-        # The slowest rank sets the pace of a synchronised update.
-        local = max(sum(statistics.median(r["links"][i]["walls"][str(k)]["compute"]) for k in config.ks)
-                    for r in ranks)  # fmt: skip
-        scale = local / sum(k * (stamped.forward_s + stamped.backward_s) + opt for k in config.ks)
-        micro = _scaled(stamped, scale)
-        links.append(dict({key: v for key, v in lk.items() if key not in ("walls", "stamps")},
-                          contention=[cont.compute, cont.comm], compute_cpu=compute_cpu, preempted=preempted,
-                          bucket_alpha_s=link.latency_s, compute_scale=scale))  # fmt: skip
-        for k in config.ks:
-            walls = {name: lk["walls"][str(k)][name] for name in models}
-            for name, fn in models.items():
-                q = statistics.quantiles(walls[name], n=4) if len(walls[name]) > 1 else [walls[name][0]] * 3
-                plain = fn(micro, k, link, 2, optimizer_s=opt)
-                contended = fn(micro, k, link, 2, optimizer_s=opt, contention=cont)
-                mid = sorted(range(len(walls[name])), key=walls[name].__getitem__)[len(walls[name]) // 2]
-                pair = [breakdown.update(r["links"][i]["stamps"][str(k)][name][mid]) for r in ranks]
-                terms = breakdown.modelled(micro, k, name, link, optimizer_s=opt, contention=cont)
-                points.append(Point(lk["rate_mbit"], k, name, statistics.median(walls[name]), q[0], q[2], plain,
-                                    contended, breakdown.measured(*pair), terms))  # fmt: skip
-            pairs = [a - b for a, b in zip(walls["naive"], walls["no_sync"])]
-            savings.append({
-                "rate_mbit": lk["rate_mbit"], "k": k, "measured_s": statistics.median(pairs),
-                "lo_s": min(pairs), "hi_s": max(pairs),
-                "model_s": models["naive"](micro, k, link, 2) - models["no_sync"](micro, k, link, 2),
-                "contended_s": models["naive"](micro, k, link, 2, contention=cont)
-                - models["no_sync"](micro, k, link, 2, contention=cont),
-            })  # fmt: skip
-    return Result(
-        points=points,
-        savings=savings,
-        links=links,
-        micro={
-            "forward_s": stamped.forward_s,
-            "backward_s": stamped.backward_s,
-            "buckets": len(stamped.buckets),
-            "optimizer_s": opt,
-            "grad_bytes": sum(b.nbytes for b in stamped.buckets),
-        },  # fmt: skip
-        when=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        load_before=load_before,
-        load_after=Path("/proc/loadavg").read_text().strip(),
-        machine=f"{os.cpu_count()} CPU cores, gloo, 2 ranks in 2 network namespaces",
-        config=asdict(config),
-    )
-
-
-def _scaled(micro, factor: float):
-    from lab_utils.netmodel import Bucket, MicroStep
-
-    buckets = [Bucket(b.ready_s * factor, b.nbytes, b.op) for b in micro.buckets]
-    return MicroStep(micro.forward_s * factor, micro.backward_s * factor, buckets)
+def misses(measured: Terms, model: Terms) -> dict[str, float]:
+    """Measured - modelled seconds, term by term; they add up to the whole miss: compute as it
+    ran against the model's, the wait for the other rank (the model has none), the wait on the
+    link against the model's exposed communication, and the rest against its optimizer step."""
+    return {"compute": measured.compute_s - model.compute_s, "peer": measured.peer_s,
+            "link": measured.link_s - model.wait_s, "rest": measured.rest_s - model.rest_s}  # fmt: skip
 
 
 def table(result: Result) -> str:
@@ -249,7 +175,7 @@ def table(result: Result) -> str:
         lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
                      f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
     if any(p.measured_terms is not None for p in result.points):
-        lines += ["", breakdown.table(result.points)]
+        lines += ["", _terms_table(result.points)]
     for label, attr in (("model", "error"), ("model + contention", "contended_error")):
         errs = [abs(getattr(p, attr)) for p in result.points]
         within = sum(e <= 0.10 for e in errs)
@@ -257,20 +183,24 @@ def table(result: Result) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--out", help="write the result as JSON here (the lab reads lab_utils/labs/lab03_ddp/real_link.json)"
-    )
-    ap.add_argument("--quick", action="store_true", help="K = 1, 2 and 3 repeats (a test of the machinery)")
-    args = ap.parse_args(argv)
-    config = Config(ks=(1, 2), repeats=3, micro_batch=256) if args.quick else Config()
-    result = run(config)
-    if args.out:
-        Path(args.out).write_text(result.to_json())
-        print(f"written: {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def _terms_table(points: Sequence[Point], *, bar: float = 0.10) -> str:
+    """Each point's median repeat in terms, measured and modelled (with contention), and the miss
+    split by term; ``*`` marks the points the model misses by more than ``bar``, with their
+    largest term."""
+    lines = ["where the time went, ms (the median repeat, rank 0) against the model with contention:",
+             f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured':>9}{'compute':>8}{'peer':>6}{'link':>6}{'rest':>5}"
+             f" |{'model':>6}{'compute':>8}{'wait':>6}{'rest':>5} |{'miss':>6}{'compute':>8}{'peer':>6}{'link':>6}"
+             f"{'rest':>5}  largest"]  # fmt: skip
+    for p in points:
+        m, o = p.measured_terms, p.model_terms
+        if m is None or o is None:
+            continue
+        off = misses(m, o)
+        flag = f"* {max(off, key=lambda t: abs(off[t]))}" if abs(m.total_s / o.total_s - 1) > bar else ""
+        lines.append(f"{p.rate_mbit:>7.0f}{p.k:>3} {p.loop:<8}{1e3 * m.total_s:>9.1f}{1e3 * m.compute_s:>8.1f}"
+                     f"{1e3 * m.peer_s:>6.1f}{1e3 * m.link_s:>6.1f}{1e3 * m.rest_s:>5.1f} |{1e3 * o.total_s:>6.1f}"
+                     f"{1e3 * o.compute_s:>8.1f}{1e3 * o.wait_s:>6.1f}{1e3 * o.rest_s:>5.1f} |"
+                     f"{1e3 * (m.total_s - o.total_s):>+6.1f}"
+                     + "".join(f"{1e3 * off[t]:>+{_WIDTH[t]}.1f}" for t in MISS_TERMS)
+                     + f"  {flag}")  # fmt: skip
+    return "\n".join(lines)

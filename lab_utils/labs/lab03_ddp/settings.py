@@ -1,6 +1,6 @@
 """DDP's settings, measured on every rank: first-iteration buckets, the unused-parameter search,
-gradients as bucket views, compression hooks and the buffer broadcast behind
-``require_forward_param_sync``.
+gradients as bucket views and what they save in memory, compression hooks and the buffer
+broadcast behind ``require_forward_param_sync``.
 
     from lab_utils import launch
     from lab_utils.labs.lab03_ddp import settings
@@ -8,12 +8,20 @@ gradients as bucket views, compression hooks and the buffer broadcast behind
     got.buckets["find_unused_parameters=True"]       # all-reduces of backward 1, 2, 3
     got.bucket_view                                  # gradient bytes held outside DDP's buckets
     got.step_memory                                  # (off, on): one update's allocator bytes
+    off, on = launch(settings.view_memory, 2)[0]     # the same alone, at any Setup
     got.hooks["PowerSGD rank 1"]                     # a HookRun (or Refused): bytes, distance
     got.buffers                                      # which forwards broadcast rank 0's buffers
 
 Each measurement is the plain DDP call with one instrument attached from outside: a counting comm
 hook (``CommCounter``), the profiler (the reducer's own ``search_unused_parameters`` record), the
 storages behind ``.grad`` and a spy on ``DDP._sync_buffers``.
+
+What ``gradient_as_bucket_view=True`` saves (``view_memory``): one update after two (so DDP has
+rebuilt its buckets), from gradients set to None. Allocator bytes (the profiler's allocation
+events on CPU, ``max_memory_allocated`` on a GPU), not resident memory, so the same step gives the
+same number every time. Off, the backward allocates every ``.grad`` and DDP copies it into its
+bucket; on, each ``.grad`` is a view into its bucket: ``off.peak_bytes - on.peak_bytes`` is about
+one copy of the gradients (``off.grad_bytes``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
@@ -32,10 +41,9 @@ from lab_utils.checks import fingerprint
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
-from lab_utils.labs.lab03_ddp import viewmem
 from lab_utils.labs.lab03_ddp.reducer import quiet_profile
-from lab_utils.labs.lab03_ddp.workload import DEFAULT, Setup, hooked_steps, model, wrap
-from lab_utils.memory import nbytes
+from lab_utils.labs.lab03_ddp.workload import DEFAULT, Setup, dataset, hooked_steps, model, param_bytes, wrap
+from lab_utils.memory import CudaPeak, cpu_levels, nbytes
 
 __all__ = [
     "Settings",
@@ -43,6 +51,7 @@ __all__ = [
     "HookRun",
     "Refused",
     "BufferForward",
+    "StepMemory",
     "CONFIGS",
     "HOOKS",
     "SEARCH_EVENT",
@@ -50,6 +59,8 @@ __all__ = [
     "first_buckets",
     "search_cost",
     "bucket_view",
+    "step_memory",
+    "view_memory",
     "hooks",
     "buffers",
 ]
@@ -105,6 +116,18 @@ class BufferForward:
 
 
 @dataclass(frozen=True)
+class StepMemory:
+    """One measured update: the allocator's peak above the level at its start, the bytes still
+    allocated after it (the gradients it leaves), and the parameters' bytes (one gradient copy)."""
+
+    gradient_as_bucket_view: bool
+    device: str
+    peak_bytes: int
+    kept_bytes: int
+    grad_bytes: int
+
+
+@dataclass(frozen=True)
 class Settings:
     """Every measurement of ``measure`` on one rank (``cap_mb``: the bucket cap they used)."""
 
@@ -112,7 +135,7 @@ class Settings:
     buckets: dict[str, list[int]]
     search_us: dict[str, float]
     bucket_view: dict[str, BucketView]
-    step_memory: tuple[viewmem.StepMemory, viewmem.StepMemory]
+    step_memory: tuple[StepMemory, StepMemory]
     hooks: dict[str, HookRun | Refused]
     buffers: list[BufferForward]
     param_bytes: int
@@ -178,6 +201,36 @@ def bucket_view(setup: Setup = DEFAULT) -> dict[str, BucketView]:
         )
         del ddp
     return out
+
+
+def step_memory(flag: bool, setup: Setup = DEFAULT, cap_mb: float = 0.25) -> StepMemory:
+    """On this rank: one DDP update's allocator peak with ``gradient_as_bucket_view=flag``."""
+    info = dist_info()
+    ddp = wrap(model(setup), cap_mb, gradient_as_bucket_view=flag)
+    opt = torch.optim.SGD(ddp.parameters(), lr=setup.lr)
+    x, y = (t.to(info.device) for t in dataset(setup.micro_batch, setup))
+
+    def update() -> None:
+        F.mse_loss(ddp(x), y).backward()
+        opt.step()
+
+    for _ in range(2):  # DDP rebuilds its buckets after the first backward
+        opt.zero_grad()
+        update()
+    opt.zero_grad()  # set_to_none: the measured update starts with no gradients
+    if info.device.type == "cuda":
+        base = torch.cuda.memory_allocated(info.device)
+        with CudaPeak(info.device) as cuda:
+            update()
+        peak, kept = cuda.bytes, torch.cuda.memory_allocated(info.device) - base
+    else:
+        peak, kept = cpu_levels(update)
+    return StepMemory(flag, info.device.type, int(peak), int(kept), sum(param_bytes(ddp.module)))
+
+
+def view_memory(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> tuple[StepMemory, StepMemory]:
+    """The flag off, then on (call on every rank)."""
+    return step_memory(False, setup, cap_mb), step_memory(True, setup, cap_mb)
 
 
 HOOKS: dict[str, Callable[[], tuple[Any, Callable[..., Any]]]] = {
@@ -256,7 +309,7 @@ def measure(setup: Setup = DEFAULT, cap_mb: float = 0.25) -> Settings:
         buckets=first_buckets(cap_mb, setup=setup),
         search_us=search_cost(setup=setup),
         bucket_view=bucket_view(setup),
-        step_memory=viewmem.measure(setup, cap_mb),
+        step_memory=view_memory(setup, cap_mb),
         hooks=hooks(setup=setup),
         buffers=buffers(),
         param_bytes=nbytes(model(setup).parameters()),

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from lab_utils import launch
 from lab_utils.data import micro_batches
-from lab_utils.labs.lab03_ddp import buckets, reducer, settings, sweep, workload
-from lab_utils.labs.lab03_ddp.stamps import UpdateStamps
+from lab_utils.labs.lab03_ddp import buckets, reducer, settings, timing, workload
+from lab_utils.labs.lab03_ddp.timing import UpdateStamps
 
 # A small model whose sizes are easy to add up by hand:
 # Linear(8, 64): 2048 + 256 B; 2 x Linear(64, 64): 16384 + 256 B each; Linear(64, 1): 256 + 4 B.
@@ -78,7 +78,7 @@ def _all(k: int, updates: int) -> dict:
         "loops": {name: workload.train(fn, k, updates=updates, setup=SMALL) for name, fn in LOOPS.items()},
         "probe": reducer.probe(setup=SMALL),
         "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
-        "sweep": sweep.measure(
+        "sweep": timing.measure(
             {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(20,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
         ),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),

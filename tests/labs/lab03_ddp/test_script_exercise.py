@@ -13,8 +13,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from lab_utils.checks import NOT_ATTEMPTED
-from lab_utils.labs.lab03_ddp import script_exercise as ex
-from lab_utils.labs.lab03_ddp.script_exercise import EPOCHS, K_SCRIPT, LR, MICRO_BATCH, script_data, script_model
+from lab_utils.labs.lab03_ddp import exercises as ex
+from lab_utils.labs.lab03_ddp.exercises import EPOCHS, K_SCRIPT, LR, MICRO_BATCH, script_data, script_model
 from tests.helpers.grading import graded_fail
 
 STEPS = ex.EPOCHS * ex.UPDATES_PER_EPOCH
@@ -46,7 +46,7 @@ def test_a_script_without_set_epoch_is_caught_on_its_ranks(tmp_path):
 
 def _run(all_reduces=STEPS, steps=STEPS, orders=((1, 2), (2, 1)), params=None):
     rec = {"all_reduces": all_reduces, "steps": steps, "orders": [list(o) for o in orders]}
-    return ex.ScriptRun(0, "", [rec, dict(rec)], ex.reference() if params is None else params)
+    return ex.ScriptRun(0, "", [rec, dict(rec)], ex.script_reference() if params is None else params)
 
 
 def test_judge_names_each_mistake():
@@ -57,7 +57,7 @@ def test_judge_names_each_mistake():
     with pytest.raises(AssertionError, match="took 8 optimizer steps"):
         ex.judge(_run(steps=8))  # a step per micro-batch
     with pytest.raises(AssertionError, match="divided by K_SCRIPT"):
-        ex.judge(_run(params=ex.reference() + 1e-3))
+        ex.judge(_run(params=ex.script_reference() + 1e-3))
     missing = _run()
     missing.params = None
     with pytest.raises(AssertionError, match="saved no checkpoint"):

@@ -1,5 +1,5 @@
 """The real link's plumbing: two network namespaces joined by a veth pair, each end shaped with
-``tc qdisc ... tbf`` (root only). ``reallink`` builds it, starts one rank in each namespace and
+``tc qdisc ... tbf`` (root only). ``run`` builds it, starts one rank in each namespace and
 removes it on every exit path; traffic goes only between the veth addresses it made.
 """
 

@@ -1,5 +1,5 @@
-"""sweep and emulate: stamps from the real ranks, the emulated link really holds each bucket, and
-the overlap model on stamps with round numbers."""
+"""timing: a real update's stamps add up to its wall clock; the sweep's stamps from the real ranks,
+the emulated link really holds each bucket, and the overlap model on stamps with round numbers."""
 
 from __future__ import annotations
 
@@ -7,12 +7,33 @@ from dataclasses import replace
 
 import pytest
 
-from lab_utils.labs.lab03_ddp import sweep
-from lab_utils.labs.lab03_ddp.emulate import LinkHook, MicroStamps
+from lab_utils.labs.lab03_ddp import timing
+from lab_utils.labs.lab03_ddp.timing import LinkHook, MicroStamps
 from lab_utils.netmodel import Bucket, Link, MicroStep, collective_seconds, lockstep_update_seconds
-from tests.labs.lab03_ddp.conftest import BY_HAND
+from tests.labs.lab03_ddp.conftest import BY_HAND, K
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
+
+
+def test_every_micro_step_and_bucket_is_stamped_in_order(runs):
+    naive, no_sync = runs[0]["stamps"]
+    assert [len(m.allreduces) for m in naive.micros] == [len(BY_HAND)] * K
+    assert [len(m.allreduces) for m in no_sync.micros] == [0] * (K - 1) + [len(BY_HAND)]
+    for u in (naive, no_sync):
+        starts = [m.forward0 for m in u.micros] + [u.optimizer[0]]
+        assert u.begin <= starts[0] and u.optimizer[0] <= u.optimizer[1] <= u.end
+        for m, nxt in zip(u.micros, starts[1:]):
+            assert m.forward0 <= m.backward0 <= m.compute_end <= nxt
+            assert all(m.backward0 <= s <= e <= nxt for s, e in m.allreduces)  # DDP waits for each one
+
+
+def test_terms_add_up_to_the_wall_clock(runs):
+    for u in runs[0]["stamps"]:
+        t = u.terms()
+        assert t["forward_s"] + t["backward_s"] + t["wait_s"] + t["optimizer_s"] + t["other_s"] == pytest.approx(
+            t["wall_s"], abs=1e-12
+        )
+        assert min(t.values()) >= 0 and t["comm_wait_s"] <= t["wait_s"]
 
 
 def test_stamps_and_the_emulated_link(runs):
@@ -51,16 +72,16 @@ def test_model_from_stamps_by_hand():
     link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)  # 2 ranks: a ring all-reduce of n bytes = n us
     synced = MicroStamps(0.1, 1.0, [(0.2, 100_000), (1.0, 100_000)])
     quiet = MicroStamps(0.1, 1.0, [])
-    measured = sweep.Sweep(["no_sync"], [1, 2], [synced] * 3, 0.05, [], 2, "gloo")
-    micro = sweep.micro_step(measured)
+    measured = timing.Sweep(["no_sync"], [1, 2], [synced] * 3, 0.05, [], 2, "gloo")
+    micro = timing.micro_step(measured)
     assert micro == MicroStep(0.1, 1.0, [Bucket(0.2, 100_000), Bucket(1.0, 100_000)])
-    sim = sweep.update_seconds(measured, link)
+    sim = timing.update_seconds(measured, link)
     # the first bucket hides behind the backward, the last costs 0.1 s after it
     assert sim["naive"] == pytest.approx([1.2 + 0.05, 2 * 1.2 + 0.05])
     assert sim["no_sync"] == pytest.approx([1.25, 1.1 + 1.2 + 0.05])
-    run = sweep.Run(link, 2, "no_sync", [2.5], [[quiet, synced]])
+    run = timing.Run(link, 2, "no_sync", [2.5], [[quiet, synced]])
     runs = [replace(measured, emulated=[run])] * 2
-    (row,) = sweep.validation(runs)
+    (row,) = timing.validation(runs)
     assert row.model_s == pytest.approx(2.35) and row.old_sum_s == pytest.approx(2.45)
     assert row.error == pytest.approx(2.5 / 2.35 - 1) and row.buckets == 2
     assert row.typical_s == pytest.approx(sim["no_sync"][1])  # the typical micro-step's model
@@ -70,20 +91,20 @@ def test_model_from_stamps_by_hand():
 def test_validation_keeps_the_median_repeat():
     link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)
     synced = MicroStamps(0.1, 1.0, [(0.2, 100_000), (1.0, 100_000)])
-    measured = sweep.Sweep(["naive"], [1], [synced] * 3, 0.0, [], 2, "gloo")
+    measured = timing.Sweep(["naive"], [1], [synced] * 3, 0.0, [], 2, "gloo")
     slow = MicroStamps(0.1, 2.0, [(0.2, 100_000), (2.0, 100_000)])  # a repeat whose compute was slowed
     # the model: 1.2 s for `synced`, 2.2 s for `slow`; the ratios are 1.25, 1.1 (median) and 1.0
-    run = sweep.Run(link, 1, "naive", [1.5, 2.42, 1.2], [[synced], [slow], [synced]])
-    (row,) = sweep.validation([replace(measured, emulated=[run])] * 2)
+    run = timing.Run(link, 1, "naive", [1.5, 2.42, 1.2], [[synced], [slow], [synced]])
+    (row,) = timing.validation([replace(measured, emulated=[run])] * 2)
     assert row.measured_s == 2.42 and row.model_s == pytest.approx(2.2) and row.repeats == 3
     assert row.error == pytest.approx(0.1)  # not the fastest repeat's 0 %, nor the first one's 25 %
 
 
 def test_bad_input():
     with pytest.raises(TypeError, match="loops must map names"):
-        sweep.measure({"naive": "naive"})
+        timing.measure({"naive": "naive"})
     with pytest.raises(ValueError, match="rounds="):
-        sweep.measure({"naive": print}, rounds=(0,))
+        timing.measure({"naive": print}, rounds=(0,))
     with pytest.raises(TypeError, match="link must be"):
         LinkHook("1GbE")
     with pytest.raises(TypeError, match="DistributedDataParallel"):
@@ -92,7 +113,7 @@ def test_bad_input():
 
 def test_savings_pair_the_alternating_repeats(runs):
     measured = runs[0]["sweep"]
-    rows = sweep.savings(measured)
+    rows = timing.savings(measured)
     assert [r.k for r in rows] == [1, 3] and all(r.repeats == 1 for r in rows)
     walls = {(r.k, r.loop): r.wall_s[0] for r in measured.emulated}
     for r in rows:  # one repeat: the pair's difference is the whole statistic
