@@ -7,10 +7,12 @@
     cpu_peak(lambda: model(x).sum().backward())             # allocator peak on CPU (profiler)
 
 A storage is counted once, whole (a saved view keeps all of it alive); parameters are excluded.
+A storage is known by its identity while it lives, not by its address: when FSDP2 frees a block's
+gathered weights after its forward, the allocator hands their addresses to later activations,
+and those are new storages to count.
 Non-reentrant ``checkpoint`` stashes its inputs outside its own hook, so they count, and what it
 drops does not. A selective policy's cached outputs are invisible to hooks: wrap the policy in
-``topics.checkpointing.policies.counted`` (``note_saved``). Use one forward per meter: once
-backward frees the saved tensors their addresses can be reused.
+``lab_utils.labs.lab01_checkpointing.policies.counted`` (``note_saved``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.profiler import ProfilerActivity, profile
 
 from lab_utils.env import quiet_native_output
@@ -44,7 +47,8 @@ _ACTIVE: list[SavedTensorMeter] = []  # meters currently entered, innermost last
 
 
 def storage_key(t: torch.Tensor) -> tuple[int, str]:
-    """Identity of the memory a tensor lives in: (storage data pointer, device)."""
+    """Where a tensor's memory is now: (storage data pointer, device). A label to match records to
+    your own live tensors; not an identity over time (a freed address is handed out again)."""
     return (t.untyped_storage().data_ptr(), str(t.device))
 
 
@@ -84,7 +88,7 @@ class SavedTensorMeter:
         self._excluded: set[tuple[int, str]] = {storage_key(t) for t in exclude}
         if model is not None:
             self._excluded |= {storage_key(p) for p in model.parameters()}
-        self._seen: set[tuple[int, str]] = set()
+        self._seen: dict[int, StorageWeakRef] = {}  # counted storages, by identity while alive
         self._stack: list[str] = []
         self._handles: list = []
         self._hooks = None
@@ -113,14 +117,24 @@ class SavedTensorMeter:
         key = storage_key(t)
         if key in self._excluded:
             return
+        storage = t.untyped_storage()
         nbytes = 0
-        if key not in self._seen:
-            self._seen.add(key)
-            nbytes = t.untyped_storage().nbytes()
+        if self._first_sight(storage):
+            nbytes = storage.nbytes()
         mod = self._stack[-1] if self._stack else ""
         self.records.append(SavedRecord(mod, tuple(t.shape), t.dtype, nbytes, source, key))
         self.total_bytes += nbytes
         self.by_module[mod] += nbytes
+
+    def _first_sight(self, storage: torch.UntypedStorage) -> bool:
+        """True the first time this storage (the object, while it lives) is seen. A storage that
+        died and whose slot a new one took is a new storage; so is one at a reused address."""
+        key = storage._cdata  # the storage object itself (its address in memory is no identity)
+        seen = self._seen.get(key)
+        if seen is not None and not seen.expired():
+            return False
+        self._seen[key] = StorageWeakRef(storage)
+        return True
 
     def _pack(self, t: torch.Tensor) -> torch.Tensor:
         self.add(t)

@@ -131,3 +131,33 @@ def test_cpu_peak_sees_a_known_allocation():
     model, x = chain()
     rep = measure_step(model, lambda: model(x).sum(), profile_cpu=True)
     assert rep.peak_cpu_bytes >= rep.saved_bytes
+
+
+def test_a_new_storage_at_a_freed_address_is_counted():
+    """FSDP2 frees a block's gathered weights after its forward and the allocator hands their
+    addresses to later activations: those are new storages, and their bytes count. The reuse is
+    made certain here: two storages over one numpy buffer, the first gone before the second."""
+    import numpy as np
+
+    buf = np.ones(1024, dtype=np.float32)
+    x = torch.ones(1024, requires_grad=True)
+    with SavedTensorMeter() as meter:
+        first = torch.from_numpy(buf)
+        address = first.untyped_storage().data_ptr()
+        y = x * first  # mul saves the other operand: `first`
+        del y, first  # the graph and the first storage die
+        second = torch.from_numpy(buf)
+        assert second.untyped_storage().data_ptr() == address
+        z = x * second
+    assert [r.nbytes for r in meter.records] == [4096, 4096] and meter.total_bytes == 8192
+    del z
+
+
+def test_a_storage_saved_twice_while_alive_counts_once():
+    x = torch.ones(1024, requires_grad=True)
+    a = torch.ones(1024)
+    with SavedTensorMeter() as meter:
+        y = x * a
+        z = x * a  # the same storage again: no new bytes
+    assert [r.nbytes for r in meter.records] == [4096, 0]
+    del y, z
