@@ -3,13 +3,16 @@
     cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
     check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
 
-    @grader("Exercise 1 - checkpoint with saved-tensor hooks", hint="reread section 2")
+    @grader("ckpt-hooks", "checkpoint with saved-tensor hooks", hint="reread section 2")
     def check_hooks(checkpoint_fn):
         ...measure, then assert ...            # a failed assert is the student's ✗
         return "1 forward recomputed"          # optional detail for the ✓ line
 
 A grader prints one line, ○ (a stub ``...`` or ``NotImplementedError``), ✓ or ✗ with the hint,
-and never raises, so Run All goes on. ``check`` is for the lab's own claims: a broken one raises.
+and never raises, so Run All goes on. It is known by its exercise's id, the one the lab's
+``solutions.py`` and the notebook's exercise cell carry (``ckpt-hooks``), never by a number: the
+notebook numbers its exercises, so reordering them touches the notebook and its solutions only.
+``check`` is for the lab's own claims: a broken one raises.
 """
 
 from __future__ import annotations
@@ -141,12 +144,14 @@ def _say(mark: Mark, line: str) -> Mark:
     return mark
 
 
-def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
-    """Turn ``check(*student_things)`` into an exercise grader that prints ○, ✓ or ✗.
+def grader(exercise: str, title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
+    """Turn ``check(*student_things)`` into the grader of the exercise ``exercise`` (its id in the
+    lab's solutions file), which prints ○, ✓ or ✗ and ``title``.
 
     The wrapped function measures the student's code and asserts; it may return a short detail
     for the ✓ line. ``hint`` says which section to reread when the attempt is wrong. The grader
-    returns the mark it printed (``NOT_ATTEMPTED``, ``PASSED`` or ``FAILED``) and never raises."""
+    returns the mark it printed (``NOT_ATTEMPTED``, ``PASSED`` or ``FAILED``) and never raises;
+    its ``exercise`` attribute is the id."""
 
     def wrap(check_fn: Callable[..., str | None]) -> Callable[..., str]:
         @functools.wraps(check_fn)
@@ -165,6 +170,7 @@ def grader(title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Ca
                 return _say(FAILED, f"{title}: your code raised {type(err).__name__}: {err}\n  hint: {hint}")
             return _say(PASSED, title + (f": {detail}" if detail else ""))
 
+        graded.exercise = exercise
         return graded
 
     return wrap

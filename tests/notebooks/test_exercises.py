@@ -5,11 +5,14 @@
   compares, so a fresh run says the same);
 - with the solutions filled in, every check prints ✓, a wrong exercise 1 prints ✗ with a hint
   and exercise 2's stub still prints ○: run in each lab's own nbval kernel (``solved_cells.py``);
-- every lab has at least three exercises in which the student writes code.
+- every lab has at least three exercises in which the student writes code;
+- each check cell calls the grader of the exercise above it, known by the exercise's id.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 from pathlib import Path
 
 import nbformat
@@ -63,3 +66,22 @@ def test_a_solution_runs_on_its_own_for_the_graders_tests():
     assert callable(ns["mean_across_ranks"]) and ns["mean_across_ranks"].__module__ == "solution_setup_mean"
     with pytest.raises(KeyError, match="no exercise 'nope'"):
         solutions.solution("00_setup_check", "nope", {})
+
+
+PACKAGE = {p.stem: p for p in Path(__file__).resolve().parents[2].glob("lab_utils/labs/lab[0-9][0-9]_*")}
+
+
+@pytest.mark.parametrize("lab", LABS, ids=lambda p: p.stem)
+def test_each_check_cell_calls_its_exercises_grader(lab: Path):
+    """The notebook numbers its exercises; the library knows each grader by the exercise's id only."""
+    (package,) = [name for name in PACKAGE if name[3:5] == lab.stem[:2]]
+    graders = importlib.import_module(f"lab_utils.labs.{package}.exercises")
+    nb = nbformat.read(lab, as_version=4)
+    exercise, pairs = None, []
+    for cell in nb.cells:
+        if "exercise" in _tags(cell):
+            exercise = cell.metadata["exercise"]
+        elif "exercise-check" in _tags(cell):
+            (name,) = re.findall(r"exercises\.(check_\w+)\(", cell.source)
+            pairs.append((exercise, getattr(graders, name).exercise))
+    assert pairs and all(want == got for want, got in pairs), pairs

@@ -30,7 +30,8 @@ def _run_mean(fn: Callable[[torch.Tensor], torch.Tensor]) -> list[Any]:
 
 
 @grader(
-    "Exercise 1 · the mean of a tensor across ranks",
+    "setup-mean",
+    "the mean of a tensor across ranks",
     hint="reread 'Real ranks from a notebook cell': all_reduce sums in place; DDP averages gradients the same way",
 )
 def check_mean(mean_across_ranks: Callable[[torch.Tensor], torch.Tensor]) -> str:
@@ -50,7 +51,8 @@ def _run_broadcast(fn: Callable[[int], int]) -> int:
 
 
 @grader(
-    "Exercise 2 · rank 0 decides, every rank follows (broadcast)",
+    "setup-broadcast",
+    "rank 0 decides, every rank follows (broadcast)",
     hint="reread 'Real ranks from a notebook "
     "cell': a collective is called by every rank; dist.broadcast(t, src=0) overwrites t on the others",
 )
@@ -65,7 +67,8 @@ def _run_gather(fn: Callable[[dict], list]) -> list:
 
 
 @grader(
-    "Exercise 3 · every rank learns about every other (all_gather_object)",
+    "setup-gather",
+    "every rank learns about every other (all_gather_object)",
     hint="reread 'Real ranks from a "
     "notebook cell': dist.all_gather_object fills a list of world_size entries on every rank",
 )

@@ -1,9 +1,9 @@
 """Graders of lab 1's exercises: each runs the student's code on a small chain and measures it.
 
-    exercises.check_every_k(forward_every_k)                     # Exercise 1
-    exercises.check_hooks(checkpoint_by_hooks)                   # Exercise 2
-    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # Exercise 3 (predict, then measure)
-    exercises.check_policy(budget_policy)                        # Exercise 4
+    exercises.check_every_k(forward_every_k)                     # ckpt-every-k
+    exercises.check_hooks(checkpoint_by_hooks)                   # ckpt-hooks
+    exercises.check_prediction(predicted_bytes, PLAN, **CHAIN)   # ckpt-predict (predict, then measure)
+    exercises.check_policy(budget_policy)                        # ckpt-policy
 
 torch's CheckpointError from the student's code is a ✗ that says what it means. The references
 run on the grader's own model, by private runners (nothing here is exported to run a chain).
@@ -32,7 +32,7 @@ from lab_utils.models import mlp, transformer_chain
 
 __all__ = ["check_prediction", "check_every_k", "check_hooks", "check_policy", "POLICY_TARGETS"]
 
-POLICY_TARGETS = dict(seqs=(16, 64), budget=1 / 2)  # Exercise 4: sequence lengths; budget / linear outputs' bytes
+POLICY_TARGETS = dict(seqs=(16, 64), budget=1 / 2)  # ckpt-policy: sequence lengths; budget / linear outputs' bytes
 
 
 def _run_plan(model: nn.Sequential, x: torch.Tensor, plan: Sequence[Segment]) -> torch.Tensor:
@@ -111,7 +111,8 @@ def _same_grads(got: list, ref: list, what: str) -> None:
 
 
 @grader(
-    "Exercise 3 · predict the bytes kept",
+    "ckpt-predict",
+    "predict the bytes kept",
     hint="reread section 2 (the MLP table): a stored block keeps its input and its Linear output; a "
     "checkpointed segment "
     "keeps only its input; the batch itself is not counted (it lives anyway)",
@@ -136,7 +137,8 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
 
 
 @grader(
-    "Exercise 1 · checkpoint every k blocks",
+    "ckpt-every-k",
+    "checkpoint every k blocks",
     hint="reread section 1 (how ABC.forward checkpoints its region, use_reentrant=False): the batch needs no "
     "gradient, and the reentrant variant then gives the weights none",
 )
@@ -166,7 +168,8 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
 
 
 @grader(
-    "Exercise 2 · checkpoint with saved-tensor hooks",
+    "ckpt-hooks",
+    "checkpoint with saved-tensor hooks",
     hint="reread 'Saved-tensor hooks, in order': pack returns an index and keeps nothing; the first unpack runs "
     "fn(x) again under torch.enable_grad() and hooks of its own that collect the tensors, in the same order; "
     "unpack returns the one at its index",
@@ -242,7 +245,8 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[CensusRow],
 
 
 @grader(
-    "Exercise 4 · a policy under a byte budget",
+    "ckpt-policy",
+    "a policy under a byte budget",
     hint="reread 'Which outputs to keep: FLOPs per byte' and 'A cache nobody reads': take the census rows with "
     "FLOPs from the most FLOPs per byte down, skip the block's last product (the replay never reaches it) and any "
     "row that does not fit in what is left of the budget (skip it and go on), and save exactly those keys",

@@ -1,9 +1,9 @@
 """Lab 2's exercise graders: each runs the student's code and compares it with one large batch.
 
-    exercises.check_norms(exact_layers)                 # Exercise 1: which layers accumulate exactly
-    exercises.check_token_stream(token_accumulate)      # Exercise 2: token losses from a stream
-    exercises.check_clipping(accumulate_with_clipping)  # Exercise 3: clip once per window, with a scaler
-    exercises.check_tf_port(tf_style_accumulate)        # Exercise 4: TensorFlow's accum_vars, ported
+    exercises.check_norms(exact_layers)                 # acc-norms: which layers accumulate exactly
+    exercises.check_token_stream(token_accumulate)      # acc-tokens: token losses from a stream
+    exercises.check_clipping(accumulate_with_clipping)  # acc-clip: clip once per window, with a scaler
+    exercises.check_tf_port(tf_style_accumulate)        # acc-tf-port: TensorFlow's accum_vars, ported
 
 In float64, where "equal" means equal to rounding (1e-12); each grader builds its own reference.
 """
@@ -45,7 +45,8 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 
 
 @grader(
-    "Exercise 4 · TensorFlow's accum_vars recipe, ported to PyTorch",
+    "acc-tf-port",
+    "TensorFlow's accum_vars recipe, ported to PyTorch",
     hint="reread section 1: what does one large batch's gradient average over, and what do your buffers add up?",
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
@@ -95,7 +96,8 @@ class CountingScaler(torch.amp.GradScaler):
 
 
 @grader(
-    "Exercise 3 · clip once per window, with a gradient scaler",
+    "acc-clip",
+    "clip once per window, with a gradient scaler",
     hint="reread section 2.6: which gradient does one large batch clip, and what does the scaler hold in .grad?",
 )
 def check_clipping(accumulate_with_clipping: Callable) -> str:
@@ -161,7 +163,8 @@ class Stream:
 
 
 @grader(
-    "Exercise 2 · token losses from a stream",
+    "acc-tokens",
+    "token losses from a stream",
     hint="reread section 2.3 (what one large batch divides by) and 2.4 (the last window): "
     "the gradient is linear, so a sum can be divided after the backward. The check compares in float64 to "
     "1e-12: transformers' num_items_in_batch path computes its loss in float32 and is rejected; sum the token "
@@ -220,7 +223,8 @@ def _accumulates_exactly(layer: Callable[[], nn.Module], train_mode: bool) -> bo
 
 
 @grader(
-    "Exercise 1 · which layers accumulate exactly",
+    "acc-norms",
+    "which layers accumulate exactly",
     hint="reread section 2.2: does one sample's output depend on the other samples of its batch, in this mode?",
 )
 def check_norms(exact_layers: Iterable[str]) -> str:

@@ -67,7 +67,7 @@ __all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "check_buck
 WORLD, K, UPDATES = 2, 4, 2
 """Ranks of every exercise but 4 (exercise 5's torchrun included); exercise 1's K and updates."""
 MEAN_WORLD = 3
-"""Exercise 4 runs on 3 ranks, so a mean hard-coded for 2 (``total / 2``) shows."""
+"""ddp-hang runs on 3 ranks, so a mean hard-coded for 2 (``total / 2``) shows."""
 SETUP = Setup(micro_batch=8)
 BUCKET_CAP_MB = 0.03
 """The ``bucket_cap_mb`` of exercise 2. The lab's model has 1.04 MiB of gradients; at this cap the
@@ -82,7 +82,8 @@ def _train_stream(accumulate: Callable[..., None]) -> UpdateRun:
 
 
 @grader(
-    "Exercise 1 · accumulate with no_sync",
+    "ddp-accumulate",
+    "accumulate with no_sync",
     hint="reread section 1 and section 2: which part of a micro-step decides whether its backward "
     "all-reduces, and how must each loss be scaled for K micro-batches to make one large batch?",
 )
@@ -122,7 +123,8 @@ def _mean_loss_on_rank(mean_loss: Callable[[float], Any]) -> Any:
 
 
 @grader(
-    "Exercise 4 · every rank reaches the collective",
+    "ddp-hang",
+    "every rank reaches the collective",
     hint="reread section 4's demonstration: a collective returns only when every rank has called it; "
     "which lines must every rank run, and which only rank 0?",
 )
@@ -173,7 +175,8 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
 
 
 @grader(
-    "Exercise 3 · a comm hook that sends float16",
+    "ddp-fp16-hook",
+    "a comm hook that sends float16",
     hint="reread exercise 3's introduction: what must the future's value hold, in which dtype, "
     "and is the all-reduce a sum or a mean?",
 )
@@ -193,7 +196,8 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
 
 
 @grader(
-    "Exercise 2 · predict the buckets",
+    "ddp-buckets",
+    "predict the buckets",
     hint="reread 'Gradient buckets' in section 2: in which order do the gradients become ready, and "
     "when exactly is a bucket closed?",
 )
@@ -227,7 +231,7 @@ def _whole(answer: Any) -> int:
     raise AssertionError(f"n_allreduces should be a whole number of all-reduces, got {answer!r}")
 
 
-# -- Exercise 5: the student's own DDP script under torchrun --------------------------------------
+# -- ddp-script: the student's own DDP script under torchrun --------------------------------------
 
 K_SCRIPT = 2
 """Micro-batches per optimizer step in the exercise's script."""
@@ -432,7 +436,8 @@ def judge(run: ScriptRun) -> str:
 
 
 @grader(
-    "Exercise 5 · your own DDP script under torchrun",
+    "ddp-script",
+    "your own DDP script under torchrun",
     hint="reread section 5: init_process_group, DDP(model), a DistributedSampler with set_epoch each "
     "epoch, no_sync around the first K_SCRIPT - 1 micro-steps, and a checkpoint saved by rank 0 only",
 )

@@ -37,7 +37,7 @@ __all__ = [
 
 # ----------------------------------------------------------------------------- 1. loop from arguments
 def exercise_args(output_dir: str) -> TrainingArguments:
-    """Exercise 1's Trainer setup: other settings than section 2's (cosine schedule with warm-up,
+    """hf-loop-from-args' Trainer setup: other settings than section 2's (cosine schedule with warm-up,
     clipping at 0.5, 2 accumulation steps, another seed)."""
     return TrainingArguments(
         output_dir=output_dir,
@@ -94,7 +94,8 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
 
 
 @grader(
-    "Exercise 1 · an Accelerate loop from TrainingArguments",
+    "hf-loop-from-args",
+    "an Accelerate loop from TrainingArguments",
     hint="reread sections 2 and 3: every Trainer default has a line in the loop",
 )
 def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
@@ -146,7 +147,8 @@ def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], w
 
 
 @grader(
-    "Exercise 2 · your own loss in the Trainer",
+    "hf-own-loss",
+    "your own loss in the Trainer",
     hint="reread section 3: what the Trainer believes about a loss, and its setting loss_is_scaled_for_ga",
 )
 def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
@@ -244,7 +246,8 @@ def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
 
 
 @grader(
-    "Exercise 3 · a window's tokens across ranks",
+    "hf-window-loss",
+    "a window's tokens across ranks",
     hint="the count is the window's over ALL ranks (accelerator.gather), and both accelerator.backward "
     "(÷ gradient_accumulation_steps) and DDP (mean over ranks) divide the loss you hand it",
 )

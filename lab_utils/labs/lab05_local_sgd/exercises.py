@@ -31,7 +31,8 @@ OUTER_LR, OUTER_MU = 0.7, 0.9
 
 
 @grader(
-    "Exercise 3 · the DiLoCo outer step",
+    "lsgd-outer-step",
+    "the DiLoCo outer step",
     hint="reread section 4: which way does the outer gradient point, and where does Nesterov's "
     "look-ahead use the updated momentum buffer?",
 )
@@ -57,7 +58,7 @@ def check_outer_step(outer_step: Callable[..., Any]) -> str:
 
 
 def _local_sgd_flat(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:
-    """Exercise 1's reference, written apart from the solution it grades: H local steps, the mean
+    """lsgd-from-scratch's reference, written apart from the solution it grades: H local steps, the mean
     over the ranks every H steps and once more at exit if needed."""
     done = 0
     for xb, yb in batches:
@@ -113,7 +114,8 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Tr
 
 
 @grader(
-    "Exercise 1 · local SGD from scratch",
+    "lsgd-from-scratch",
+    "local SGD from scratch",
     hint="reread sections 1 and 3: where may a step communicate, how many collectives make one "
     "averaging, what does all_reduce leave in the buffer, and do the ranks end equal?",
 )
@@ -152,7 +154,8 @@ _UPDATE_LOOP_CFGS = [
 
 
 @grader(
-    "Exercise 2 · LocalSGD that counts optimizer updates",
+    "lsgd-update-loop",
+    "LocalSGD that counts optimizer updates",
     hint="reread section 2: local_sgd.step() counts its calls; which micro-batches end with an update?",
 )
 def check_update_loop(loop: Callable[..., Any]) -> str:

@@ -41,7 +41,8 @@ def _fill_drain_run(step: runs.StepFn) -> runs.StageRuns:
 
 
 @grader(
-    "Exercise 1 · fill-drain on p stages",
+    "pipe-fill-drain",
+    "fill-drain on p stages",
     hint="reread section 1: a middle stage receives from rank - 1 and sends to rank + 1 in the forwards, "
     "then receives the gradient from rank + 1 and sends its input's gradient to rank - 1 in the backwards; "
     "only the last stage computes the loss, divided by m",
@@ -139,7 +140,8 @@ def _measured_1f1b() -> dict[int, tuple[int, float]]:
 
 
 @grader(
-    "Exercise 3 · choose m for a memory budget and a bubble limit",
+    "pipe-choose-m",
+    "choose m for a memory budget and a bubble limit",
     hint="reread section 4: the bubble falls as m grows; under 1F1B stage 0 keeps min(m, p) micro-batches "
     "of batch / m samples, and torch's Schedule1F1B refuses m < p; try the divisors of the batch from p up",
 )
@@ -211,7 +213,8 @@ def best_split(costs: Sequence[float], p: int) -> float:
 
 
 @grader(
-    "Exercise 2 · move the stage boundaries to balance the pipeline",
+    "pipe-balance",
+    "move the stage boundaries to balance the pipeline",
     hint="reread section 3: a pipeline runs at the pace of its slowest stage; try every place for the "
     "boundaries (or grow each stage until adding the next block would overshoot) and keep the split "
     "whose most expensive stage is cheapest",

@@ -138,7 +138,8 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
 
 
 @grader(
-    "Exercise 2 · fewer all-gathers while accumulating",
+    "fsdp-gathers",
+    "fewer all-gathers while accumulating",
     hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
     "parameters are freed, and when gradients are synced? Leave the model as you found it",
 )
@@ -163,7 +164,8 @@ def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
 
 
 @grader(
-    "Exercise 3 · HSDP: average across replicas once per window",
+    "fsdp-hsdp-windows",
+    "HSDP: average across replicas once per window",
     hint="reread section 4: set_requires_all_reduce(False) skips only the all-reduce across replica groups "
     "(the reduce-scatter inside a group still runs); turn it on for the last micro-step of each window, divide "
     "each loss by k, and step once per window",
@@ -191,7 +193,7 @@ def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
 
 
 def uneven_model() -> nn.Sequential:
-    """Exercise 2's model: first dims 5, 3 and 1, none divisible by 2 (float32)."""
+    """fsdp-gathers' model: first dims 5, 3 and 1, none divisible by 2 (float32)."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(7, 5), nn.GELU(), nn.Linear(5, 3), nn.GELU(), nn.Linear(3, 1))
 
@@ -206,7 +208,8 @@ def _measure_uneven() -> dict[str, int]:
 
 
 @grader(
-    "Exercise 1 · predict the bytes a rank holds",
+    "fsdp-bytes",
+    "predict the bytes a rank holds",
     hint="reread section 1 and the prompt: how does torch.chunk cut 5 rows into 2 pieces, or 1 row? "
     "Gradients and AdamW's moments take the shape of the rank's local shard",
 )

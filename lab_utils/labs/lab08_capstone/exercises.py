@@ -40,7 +40,8 @@ def measured_weight_copies(shape: stepmem.Shape) -> int:
 
 
 @grader(
-    "Exercise 1 · autocast's weight copies",
+    "plan-copies",
+    "autocast's weight copies",
     hint="reread section 1: under bf16 autocast every matmul's weight gets a bf16 copy (2 bytes per "
     "parameter) that backward keeps: the q, k, v, o projections, SwiGLU's three and the head; the "
     "embedding is a lookup and the RMSNorms run in fp32, so they get none; a tied head shares the "
@@ -73,7 +74,8 @@ def reference_fit(shape: stepmem.Shape, budget: int) -> tuple[int, bool]:
 
 
 @grader(
-    "Exercise 2 · the cheapest plan that fits one device",
+    "plan-fit",
+    "the cheapest plan that fits one device",
     hint="reread section 2: try accumulation K = 1, 2, 4, ... (each dividing the batch) without "
     "checkpointing first, and switch checkpointing on only if no K fits; compare the whole predicted "
     "peak (temporaries included) with the budget",
@@ -97,7 +99,8 @@ def check_cheapest_fit(cheapest_fit: Callable[[stepmem.Shape, int], tuple[int, b
 
 
 @grader(
-    "Exercise 3 · your plan, scaled down to this CPU",
+    "plan-scale",
+    "your plan, scaled down to this CPU",
     hint="reread section 4: keep the architecture, precision, heads and key/value heads (so the ratio of "
     "grouped-query attention stays), keep FFN / hidden; divide hidden (by a factor that keeps it a multiple "
     "of heads), layers and vocabulary until the predicted peak fits the CPU budget",

@@ -20,7 +20,7 @@ def failed(grade, *args, **kwargs) -> str:
     return graded_fail(grade, *args, **kwargs)
 
 
-# -- Exercise 1: predict the bytes kept ------------------------------------------------------
+# -- ckpt-predict: predict the bytes kept ------------------------------------------------------
 def test_prediction_right_and_wrong():
     assert exercises.check_prediction(7 * UNIT, PLAN, **CHAIN) == PASSED
     # forgetting that the first segment's input is the batch (not counted): too high
@@ -30,7 +30,7 @@ def test_prediction_right_and_wrong():
     assert exercises.check_prediction(..., PLAN, **CHAIN) == NOT_ATTEMPTED
 
 
-# -- Exercise 2: checkpoint every k blocks ---------------------------------------------------
+# -- ckpt-every-k: checkpoint every k blocks ---------------------------------------------------
 def every_block(blocks, x, k):  # ignores k: checkpoints each block on its own
     for blk in blocks:
         x = checkpoint(blk, x, use_reentrant=False)
@@ -70,7 +70,7 @@ def test_every_k_stub():
     assert exercises.check_every_k(...) == NOT_ATTEMPTED
 
 
-# -- Exercise 3: checkpoint with saved-tensor hooks --------------------------------------------
+# -- ckpt-hooks: checkpoint with saved-tensor hooks --------------------------------------------
 def keeps_everything(fn, x):
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
         return fn(x)
@@ -130,7 +130,7 @@ def test_hooks_stub():
     assert exercises.check_hooks(stub) == NOT_ATTEMPTED
 
 
-# -- Exercise 4: a policy under a byte budget ---------------------------------------------------
+# -- ckpt-policy: a policy under a byte budget ---------------------------------------------------
 def budget_policy_saving(choose):
     """A budget policy that saves the census keys ``choose(census, budget)`` picks."""
 

@@ -10,7 +10,7 @@ from lab_utils.labs.lab02_accumulation import exercises
 from tests.helpers.grading import graded_fail
 
 
-# ----------------------------------------------------------------------------- Exercise 1
+# -- acc-norms --------------------------------------------------------------------------
 def tf_port(divide: bool):
     def tf_style_accumulate(model, micro_batches, loss_fn):
         params = list(model.parameters())
@@ -45,7 +45,7 @@ def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
     graded_fail(exercises.check_tf_port, one_big_grad, match="1 forward.*one forward per micro-batch")
 
 
-# ----------------------------------------------------------------------------- Exercise 2
+# -- acc-tokens --------------------------------------------------------------------------
 def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
         def clip():
@@ -85,7 +85,7 @@ def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wr
     graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
 
 
-# ----------------------------------------------------------------------------- Exercise 3
+# -- acc-clip --------------------------------------------------------------------------
 def token_stream(
     *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
 ):
@@ -128,7 +128,7 @@ def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(w
     graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
 
 
-# ----------------------------------------------------------------------------- Exercise 4
+# -- acc-tf-port --------------------------------------------------------------------------
 def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
     # "eval mode is exact": not without running stats

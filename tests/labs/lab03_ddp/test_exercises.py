@@ -98,7 +98,7 @@ def mean_loss_over_two(local_loss):
 
 # Every wrong answer the graders are fed below, measured on real ranks in one launch per world size
 # (a launch costs seconds), by the graders' own rank functions; each grader then judges its replayed
-# result. Exercise 4 (the hang) runs on 3 ranks, the others on 2.
+# result. ddp-hang runs on 3 ranks, the others on 2.
 REPLAYED = {
     exercises.WORLD: {
         "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad"),

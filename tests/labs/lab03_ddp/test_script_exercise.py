@@ -1,4 +1,4 @@
-"""Exercise 5's grader: the student's script written out, run under torchrun, judged on its ranks.
+"""ddp-script's grader: the student's script written out, run under torchrun, judged on its ranks.
 
 One real torchrun (a script that forgets set_epoch: the probe must see the repeated order); the
 judge's other verdicts on records of the shape the probe writes. The solution passes in the
