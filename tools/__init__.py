@@ -1,1 +1,2 @@
-"""Instructor tools that work on the labs themselves (not imported by lab_utils or its ranks)."""
+"""Instructor tools that work on the labs themselves (not imported by lab_utils; only a study
+generator's own ranks import its module)."""
