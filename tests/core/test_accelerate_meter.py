@@ -8,8 +8,8 @@ from accelerate import Accelerator
 
 from lab_utils import accelerate_meter, launch
 from lab_utils.labs.lab04_hf import data, trainer
-from tests.helpers.ranks import cuda_count
 from tests.helpers.lab04_cells import TINY, lab_functions
+from tests.helpers.ranks import cuda_count
 
 two_procs = pytest.mark.skipif(cuda_count() == 1, reason="needs 0 or >= 2 GPUs for 2 ranks")
 LAB = lab_functions("train_with_trainer", "evaluate", "accelerate_loop", "hand_synced_loop")
