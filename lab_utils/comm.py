@@ -17,7 +17,7 @@ rank: an all-reduce or broadcast its tensor, an all-gather the gathered output, 
 its output chunk (as ``netmodel`` expects). A collective calling another is counted once.
 ``barriers=True`` counts ``barrier()`` too (0 bytes); ``in_backward`` marks a collective issued
 during a backward (for the overlap model); a message's ``end`` is stamped when its ``wait()``
-returns, and ``on_p2p(event, work)`` may replace the work it returns.
+returns (``Waited``), and ``on_p2p(event, work)`` may replace the work it returns.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from lab_utils.env import dist_info
 from lab_utils.memory.recompute import in_backward
 
-__all__ = ["CommEvent", "CommCounter", "TRACKED_OPS"]
+__all__ = ["CommEvent", "CommCounter", "Waited", "TRACKED_OPS"]
 
 # Functions that move tensor data between ranks, and the argument that holds the tensor(s).
 TRACKED_OPS = (
@@ -100,8 +100,13 @@ def _peer(op: str, args: tuple, kwargs: dict) -> int:
     return int(args[1]) if len(args) > 1 else -1
 
 
-class _Waited:
-    """A message's ``Work`` whose ``wait()`` stamps the event's ``end``."""
+class Waited:
+    """A message's ``Work`` whose ``wait()`` stamps its event's ``end`` (on the counter's clock,
+    ``now``); any other attribute is the work's. ``CommCounter.track`` hands one back for each
+    counted ``isend`` / ``irecv``. An ``on_p2p`` hook that does more on a wait (lab 6's
+    ``traffic.counter``: a timeout, the stage's status) subclasses it and calls ``super().wait``,
+    so the stamp stays here.
+    """
 
     def __init__(self, work: Any, event: CommEvent, now: Callable[[], float]):
         self._work, self._event, self._now = work, event, now
@@ -225,7 +230,7 @@ class CommCounter:
                 self._inside -= 1
             if event is None or op not in _P2P or work is None:
                 return work
-            return self.on_p2p(event, work) if self.on_p2p is not None else _Waited(work, event, self.now)
+            return self.on_p2p(event, work) if self.on_p2p is not None else Waited(work, event, self.now)
 
         counted._lab_utils_counted = True  # type: ignore[attr-defined]
         return counted

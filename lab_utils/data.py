@@ -5,14 +5,25 @@ x, y = data.regression(n=256, dim=16, seed=0)                 # linear target + 
 x, y = data.classification(n=512, dim=16, n_classes=2)       # Gaussian blobs, learnable
 ids, mask, labels = data.token_classification(n=256)         # padded token sequences
 batch = data.lm_batch(n=8, min_len=4, max_len=32)             # variable-length LM batch
+data.count_tokens(batch)                                      # its tokens that carry a loss
 mine = data.micro_batches(x, y, k=4, rank=1, world_size=2)     # rank 1's 4 micro-batches of (x, y)
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
-__all__ = ["regression", "classification", "token_classification", "lm_batch", "batches", "micro_batches"]
+__all__ = [
+    "regression",
+    "classification",
+    "token_classification",
+    "lm_batch",
+    "count_tokens",
+    "batches",
+    "micro_batches",
+]
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -75,6 +86,12 @@ def lm_batch(
     )
     labels = ids.masked_fill(mask == 0, -100)
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def count_tokens(batch: Mapping) -> int:
+    """Tokens that carry a loss in a causal-LM batch: labels shifted by one, ignoring -100
+    (what transformers calls ``num_items_in_batch``)."""
+    return int((batch["labels"][:, 1:] != -100).sum())
 
 
 def batches(*tensors: torch.Tensor, batch_size: int, shuffle: bool = False, seed: int = 0, drop_last: bool = False):

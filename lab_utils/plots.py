@@ -3,6 +3,7 @@
     from lab_utils import plots
     fig = plots.bars({"naive": 8, "no_sync": 2}, title="all-reduces per update", yaxis="count")
     fig = plots.lines({"H=1": losses1, "H=8": losses8}, xaxis="step", yaxis="loss")
+    fig = plots.anatomy_bars({"measured": {"weights": 4.0, ...}, "predicted": {...}})   # MiB
 
     show_figure(out, fig, text="one line under it")   # redraw inside an ipywidgets.Output
 
@@ -32,6 +33,8 @@ __all__ = [
     "lines",
     "modelled",
     "slider_over",
+    "anatomy_bars",
+    "ANATOMY_COLORS",
     "level",
     "PALETTE",
     "palette",
@@ -144,6 +147,38 @@ def lines(
     if log_y:
         fig.update_yaxes(type="log")
     return fig
+
+
+ANATOMY_COLORS = {
+    "weights": "#1f77b4",
+    "gradients": "#aec7e8",
+    "optimizer": "#9467bd",
+    "activations": "#2ca02c",
+    "temporaries": "#ff7f0e",
+    "CUDA context (assumed)": "#7f7f7f",
+    "not predicted": "#dddddd",
+}
+
+
+def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, title: str = "", digits: int = 1) -> go.Figure:
+    """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
+    stacking the parts of a step's memory in MiB (keys of ``ANATOMY_COLORS``; missing parts are 0).
+    Labs 1 and 8 (``figures.anatomy_bars``, ``figures.parts``)."""
+    fig = go.Figure()
+    names = list(columns)
+    parts = [p for p in ANATOMY_COLORS if any(p in c for c in columns.values())]
+    for part in parts:
+        fig.add_trace(
+            go.Bar(
+                x=names,
+                y=[columns[n].get(part, 0) for n in names],
+                name=part,
+                marker_color=ANATOMY_COLORS[part],
+                hovertemplate=f"{part}: %{{y:.{digits}f}} MiB<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    return style(fig, title=title, yaxis="MiB", height=440)
 
 
 def slider_over(figs: dict[str, go.Figure], *, label: str) -> go.Figure:

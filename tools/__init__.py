@@ -1,2 +1,3 @@
-"""Instructor tools that work on the labs themselves, and lab 3's root-only real-link validation
-(``validate_link``); none is imported by lab_utils or its ranks."""
+"""Tools for instructors and developers, never imported by lab_utils or its ranks: the exercise
+solutions (``solutions``), the mutation check (``mutations``), lab 3's root-only real-link
+validation (``validate_link``) and the generators of stored studies (``studies``)."""

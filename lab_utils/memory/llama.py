@@ -16,13 +16,10 @@ the loss's fp32 log-softmax (transformers upcasts the logits) and the int64 labe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from lab_utils.memory.stepmem import Shape
+from lab_utils.memory.shape import Shape
 
 __all__ = [
-    "llama_fields",
+    "fields",
     "parameters",
     "layer_parameters",
     "layer_activation_bytes",
@@ -33,7 +30,7 @@ __all__ = [
 ]
 
 
-def llama_fields(config) -> dict:
+def fields(config) -> dict:
     """Shape fields from a transformers ``LlamaConfig`` (biases, if the config asks for them, are
     not modelled: a clear error)."""
     if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
@@ -107,13 +104,14 @@ def outside_layers_bytes(s: Shape, b: int) -> int:
     return int(n + copies)
 
 
-def temporaries(s: Shape, b: int, foreach_buffer: int, act: int) -> int:
-    """The peak above weights, gradients, optimizer state and activations: a *model*, fitted on
-    eight small shapes and checked on others. The largest of the loss's two fp32 logits-sized
-    gradients; a layer's backward (two FFN-sized gradients at c less the 2.5u at e freed by then,
-    at least 2.75u; with checkpointing plus the rebuilt layer and its bf16 weight copies); the
-    optimizer's foreach buffer less the activations, freed by then."""
+def temporaries(s: Shape, b: int, act: int) -> int:
+    """The peak above weights, gradients, optimizer state and activations (``act``): a *model*,
+    fitted on eight small shapes and checked on others. The largest of the loss's two fp32
+    logits-sized gradients; a layer's backward (two FFN-sized gradients at c less the 2.5u at e
+    freed by then, at least 2.75u; with checkpointing plus the rebuilt layer and its bf16 weight
+    copies); the optimizer's foreach buffer (weights-sized) less the activations, freed by then."""
     u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
+    foreach_buffer = parameters(s) * e if s.optimizer_states and s.foreach else 0
     loss = 2 * b * s.seq * s.vocab * 4
     layer = max(2 * b * s.seq * s.ffn_size * c - 2.5 * u * e, 2.75 * u * e)
     if s.checkpointing:

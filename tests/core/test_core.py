@@ -3,10 +3,12 @@ topic packages' lazy loading, which keeps plotting out of every rank."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -164,6 +166,8 @@ def test_plots_return_figures_with_the_data():
     fig = plots.lines({"x": [1, 2, 3], "y": [3, 2, 1]}, xaxis="step", log_y=True)
     assert len(fig.data) == 2 and fig.layout.yaxis.type == "log"
     assert "modelled" in plots.modelled("time per update")
+    fig = plots.anatomy_bars({"measured": {"weights": 2.0, "activations": 1.0}, "predicted": {"weights": 2.0}})
+    assert [t.name for t in fig.data] == ["weights", "activations"] and list(fig.data[1].y) == [1.0, 0]
 
 
 def test_grader_prints_each_mark_and_never_stops_run_all(capsys):
@@ -218,6 +222,34 @@ def test_topic_packages_load_lazily_and_their_rank_side_imports_no_plotting():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
+
+
+def _imported(path: Path) -> set[str]:
+    """The absolute modules a file imports, ``from a import b`` giving both ``a`` and ``a.b``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def test_a_lab_package_imports_the_core_only_and_the_core_no_lab():
+    """Each lab stands alone: a lab's package imports no other lab's (what two labs share lives in
+    the core), the core imports no lab, and nothing in lab_utils imports ``tools``."""
+    root = Path(lab_utils.labs.__file__).parent.parent
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("")
+        parts = rel.parts
+        own = ".".join(parts[:3]) if parts[1:2] == ("labs",) and len(parts) > 3 else None
+        for name in _imported(path):
+            lab = ".".join(name.split(".")[:3]) if name.startswith("lab_utils.labs.lab") else None
+            if name.split(".")[0] == "tools" or (lab and lab != own):
+                wrong.append(f"{'/'.join(parts)}.py imports {name}")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_no_module_is_shadowed_by_a_name_of_its_package():

@@ -57,7 +57,7 @@ def test_torchrun_one_node_two_processes(tmp_path):
 
 
 def test_two_agents_stand_in_for_two_machines(tmp_path):
-    ranks = torchrun_two_agents("tests.test_run:whoami", tmp_path)["ranks"]
+    ranks = torchrun_two_agents("tests.core.test_torchrun:whoami", tmp_path)["ranks"]
     assert sorted(r["rank"] for r in ranks) == [0, 1]
     assert sorted(r["local_rank"] for r in ranks) == [0, 0]  # one process per "machine"
     assert not wait_no_ranks()
@@ -75,7 +75,7 @@ def test_cli_errors_say_what_to_do():
     non-zero exit (both processes at once: most of each is importing torch)."""
     no_torchrun = {k: v for k, v in env().items() if k not in ("RANK", "WORLD_SIZE")}
     cases = {
-        "Start it with torchrun": ("tests.test_run:whoami", no_torchrun),
+        "Start it with torchrun": ("tests.core.test_torchrun:whoami", no_torchrun),
         "has no function 'nope'": ("lab_utils.launcher.examples:nope", dict(env(), RANK="0", WORLD_SIZE="1")),
     }
     procs = {

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.plots import legend_beside, level, palette, style
+from lab_utils.plots import anatomy_bars, legend_beside, level, palette, style  # anatomy_bars: shared with lab 8
 
 __all__ = ["graph", "tradeoff", "anatomy_bars", "segment_curves", "memory_timeline"]
 
@@ -132,37 +132,6 @@ def _add_strip(fig: go.Figure, plan, n: int, row: int) -> None:
     )
     fig.update_yaxes(visible=False, row=row, col=1)
     fig.update_xaxes(title_text="block (green: stored, grey: checkpointed; | starts a segment)", row=row, col=1)
-
-
-ANATOMY_COLORS = {
-    "weights": "#1f77b4",
-    "gradients": "#aec7e8",
-    "optimizer": "#9467bd",
-    "activations": "#2ca02c",
-    "temporaries": "#ff7f0e",
-    "CUDA context (assumed)": "#7f7f7f",
-    "not predicted": "#dddddd",
-}
-
-
-def anatomy_bars(columns: Mapping[str, Mapping[str, float]], *, title: str = "", digits: int = 1) -> go.Figure:
-    """Stacked bars, one per column (e.g. "batch 4, measured" and "batch 4, predicted"), each
-    stacking the parts of a step's memory (keys of ``ANATOMY_COLORS``; missing parts are 0)."""
-    fig = go.Figure()
-    names = list(columns)
-    parts = [p for p in ANATOMY_COLORS if any(p in c for c in columns.values())]
-    for part in parts:
-        fig.add_trace(
-            go.Bar(
-                x=names,
-                y=[columns[n].get(part, 0) for n in names],
-                name=part,
-                marker_color=ANATOMY_COLORS[part],
-                hovertemplate=f"{part}: %{{y:.{digits}f}} MiB<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="stack")
-    return style(fig, title=title, yaxis="MiB", height=440)
 
 
 def segment_curves(

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lab_utils.data import count_tokens  # shared with lab 4; the lab names it accumulation.count_tokens
 from lab_utils.labs.lab02_accumulation.windowing import Batch
 
 __all__ = ["count_items", "count_tokens", "mse_sum", "lm_token_loss_sum"]
@@ -21,12 +22,6 @@ def count_items(batch: Batch) -> int:
     """Number of samples: the first dimension of the first tensor (or of ``input_ids``)."""
     first = batch["input_ids"] if isinstance(batch, Mapping) else batch[0]
     return int(first.shape[0])
-
-
-def count_tokens(batch: Mapping) -> int:
-    """Tokens that carry a loss in a causal-LM batch: labels shifted by one, ignoring -100
-    (what transformers calls ``num_items_in_batch``)."""
-    return int((batch["labels"][:, 1:] != -100).sum())
 
 
 def mse_sum(model: nn.Module, batch: Batch) -> torch.Tensor:

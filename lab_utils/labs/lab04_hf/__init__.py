@@ -10,6 +10,6 @@ Each module is loaded on first use, so ranks import only what they need.
 
 from lab_utils.labs import lazy
 
-__all__ = ["data", "names", "trainer", "mechanics", "guards", "scripts", "figures", "exercises"]
+__all__ = ["data", "trainer", "mechanics", "guards", "scripts", "figures", "exercises"]
 
 __getattr__ = lazy(__name__, __all__)

@@ -3,6 +3,9 @@
 Accelerate's state is process-wide: an ``Accelerator()`` (or Trainer) made in a kernel stays, and
 ``notebook_launcher`` then refuses to start. On a CPU, ``accelerate launch --cpu --num_processes 2``
 starts ONE process, and an Accelerator without ``cpu=True`` leaves each process alone.
+And the talk's names (transformers 4.x) that 5.24 refuses or warns about, with what it calls them:
+
+    guards.TALK_TO_CURRENT["evaluation_strategy"]     # 'eval_strategy'
 """
 
 from __future__ import annotations
@@ -16,11 +19,23 @@ from accelerate.state import AcceleratorState
 from lab_utils.launcher import free_port
 
 __all__ = [
+    "TALK_TO_CURRENT",
     "accelerator_exists",
     "check_no_accelerator",
     "check_port_free",
     "check_processes",
 ]
+
+# Names in the talk -> names transformers 5.24 expects.
+TALK_TO_CURRENT: dict[str, str] = {
+    "evaluation_strategy": "eval_strategy",  # TrainingArguments: removed in 5.x (TypeError)
+    "no_cuda": "use_cpu",  # TrainingArguments: removed in 5.x (TypeError)
+    "gradient_checkpointing": "activation_checkpointing",  # TrainingArguments: works, FutureWarning
+    "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",  # works in 5.x, FutureWarning
+    "tokenizer": "processing_class",  # Trainer(tokenizer=) -> processing_class=
+    "gradient_checkpointing_enable": "activation_checkpointing_enable",  # model method, FutureWarning
+    "is_gradient_checkpointing": "is_activation_checkpointing",  # model property, FutureWarning
+}
 
 
 def accelerator_exists() -> bool:

@@ -10,9 +10,8 @@ import torch
 from accelerate import Accelerator
 
 from lab_utils.accelerate_meter import fresh_accelerate
-from lab_utils.data import lm_batch
+from lab_utils.data import count_tokens, lm_batch
 from lab_utils.flat import flat
-from lab_utils.labs.lab02_accumulation.losses import count_tokens
 from lab_utils.labs.lab04_hf.data import offline
 from lab_utils.models import tiny_gpt2
 

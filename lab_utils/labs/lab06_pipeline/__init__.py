@@ -13,6 +13,6 @@ Modules load on first use, so ranks import only what they run (never ``figures``
 
 from lab_utils.labs import lazy
 
-__all__ = ["exercises", "figures", "live", "runs", "stages", "timeline", "traffic", "watch"]
+__all__ = ["exercises", "figures", "live", "records", "runs", "stages", "timeline", "traffic", "watch"]
 
 __getattr__ = lazy(__name__, __all__)

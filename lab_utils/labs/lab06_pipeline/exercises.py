@@ -19,6 +19,7 @@ import lab_utils
 from lab_utils.checks import grader, max_abs_diff
 from lab_utils.env import dist_info
 from lab_utils.labs.lab06_pipeline import runs, stages, timeline, watch
+from lab_utils.labs.lab06_pipeline.records import StageRuns
 from lab_utils.launcher import launch
 from lab_utils.memory import SavedTensorMeter, fmt_bytes
 from lab_utils.memory.recompute import count_flops
@@ -36,7 +37,7 @@ CHOOSE_P = 2
 _NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))
 
 
-def _fill_drain_run(step: runs.StepFn) -> runs.StageRuns:
+def _fill_drain_run(step: runs.StepFn) -> StageRuns:
     return runs.measure(step, FILL_DRAIN_SPEC, [FILL_DRAIN_M], warmup=0)
 
 
@@ -126,7 +127,7 @@ def _reference_m(p: int, batch: int, bytes_per_sample: float, budget: float, max
     return None
 
 
-def _run_1f1b(ms: Sequence[int]) -> runs.StageRuns:
+def _run_1f1b(ms: Sequence[int]) -> StageRuns:
     return runs.measure(functools.partial(schedule_step, "1F1B"), CHOOSE_SPEC, ms, warmup=0)
 
 

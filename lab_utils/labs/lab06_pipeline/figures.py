@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lab_utils.labs.lab06_pipeline.timeline import Event, formula
+from lab_utils.labs.lab06_pipeline.records import Event
+from lab_utils.labs.lab06_pipeline.timeline import formula
 from lab_utils.memory import fmt_bytes
 from lab_utils.plots import grouped, legend_beside, level, modelled, palette, style
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -23,20 +22,17 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from lab_utils import data
-from lab_utils.comm import CommCounter, CommEvent
+from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
 from lab_utils.flat import flat
 from lab_utils.labs.lab06_pipeline import stages, timeline, traffic, watch
+from lab_utils.labs.lab06_pipeline.records import DDPBytes, Interleaved, Run, StageRuns
 from lab_utils.memory import nbytes
 from lab_utils.memory.recompute import CallCounter
 
 __all__ = [
     "StepFn",
     "ChunksStepFn",
-    "Run",
-    "StageRuns",
-    "Interleaved",
-    "DDPBytes",
     "this_stage",
     "measure",
     "measure_interleaved",
@@ -46,48 +42,6 @@ __all__ = [
 StepFn = Callable[[nn.Module, list[torch.Tensor], list[torch.Tensor]], None]
 ChunksStepFn = Callable[[dict[int, nn.Module], list[torch.Tensor], list[torch.Tensor]], None]
 Wrap = Callable[[nn.Module], nn.Module]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One m on one stage (``measure``): each repeat's events (seconds) and live peak (bytes held
-    for backward at once), and the last step's messages, flattened gradient and forward calls."""
-
-    events: list[list[timeline.Event]]
-    live_peak: list[int]
-    messages: list[CommEvent]  # start / end on the events' clock
-    grads: torch.Tensor
-    forward_calls: int
-    recomputed: int
-
-
-@dataclass(frozen=True)
-class StageRuns:
-    """What ``measure`` recorded on one rank: its stage's index and number of blocks, a Run per m."""
-
-    stage: int
-    blocks: int
-    runs: dict[int, Run]
-
-
-@dataclass(frozen=True)
-class Interleaved:
-    """One recorded step of ``measure_interleaved`` on one rank: both its stages' events (seconds,
-    one clock, by start), its messages, and each stage's flattened gradient by stage index."""
-
-    events: list[timeline.Event]
-    messages: list[CommEvent]
-    grads: dict[int, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class DDPBytes:
-    """What real DDP all-reduced in one backward on one rank (``ddp_bytes``): bytes in all, each
-    bucket's bytes in the order DDP ran them, and the model's parameter bytes."""
-
-    bytes: int
-    buckets: list[int]
-    param_bytes: int
 
 
 def this_stage(spec: stages.Spec, boundaries: Sequence[int] | None = None) -> nn.Module:

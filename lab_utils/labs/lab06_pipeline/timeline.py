@@ -3,7 +3,7 @@
     rec = timeline.Recorder(stage, stage_index=rank)  # hooks on the stage module, nothing in the loop
     with rec:
         gpipe_step(stage, inputs, targets)            # any loop or schedule that calls stage(x)
-    rec.events          # [Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
+    rec.events          # [records.Event(stage, "F"/"B", micro_batch, start, end, saved_bytes, live_bytes), ...]
     rec.live.peak       # the most bytes the stage held for backward at once (live.py)
     timeline.bubble(all_ranks_events)                 # idle fraction of the p stages, measured
     timeline.formula(p=2, m=4)                        # (p - 1) / (m + p - 1) = 0.2
@@ -19,19 +19,15 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from lab_utils.labs.lab06_pipeline.live import LiveBytes, LiveMeter
+from lab_utils.labs.lab06_pipeline.records import Event, Run, StageRuns
 from lab_utils.netmodel import Bucket, Link, backward_with_comm
 
-if TYPE_CHECKING:  # runs imports this module
-    from lab_utils.labs.lab06_pipeline.runs import Run, StageRuns
-
 __all__ = [
-    "Event",
     "Recorder",
     "span",
     "bubble",
@@ -43,19 +39,6 @@ __all__ = [
     "Idle",
     "idle_split",
 ]
-
-
-@dataclass(frozen=True)
-class Event:
-    """One forward ("F") or backward ("B") of one micro-batch on one stage; seconds after start."""
-
-    stage: int
-    kind: str
-    micro_batch: int
-    start: float
-    end: float
-    saved_bytes: int = 0
-    live_bytes: int = 0  # bytes the stage held for backward (all micro-batches) when this piece ended
 
 
 class Recorder:

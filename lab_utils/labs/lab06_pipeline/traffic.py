@@ -15,9 +15,10 @@ import datetime
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from lab_utils.comm import CommCounter, CommEvent, _Waited
+from lab_utils.comm import CommCounter, CommEvent, Waited
 from lab_utils.env import dist_info
 from lab_utils.labs.lab06_pipeline import timeline, watch
+from lab_utils.labs.lab06_pipeline.records import Event
 from lab_utils.netmodel import Link, backward_with_comm, evenly_ready
 
 __all__ = ["counter", "pipeline_step_seconds", "ddp_step_seconds"]
@@ -37,8 +38,8 @@ def _watched(event: CommEvent, work: Any, now: Callable[[], float]) -> _Watched:
     return _Watched(work, st, index, event, now)
 
 
-class _Watched(_Waited):
-    """``comm``'s waited message (``wait()`` stamps its ``end``) that also marks it completed in the
+class _Watched(Waited):
+    """A ``comm.Waited`` message (``wait()`` stamps its ``end``) that also marks it completed in the
     stage's status and gives up with ``watch.StageStalled`` after the status's ``stall_s`` (when set)."""
 
     def __init__(self, work: Any, status: Any, index: int, event: CommEvent, now: Callable[[], float]):
@@ -58,16 +59,14 @@ class _Watched(_Waited):
         return out
 
 
-def pipeline_step_seconds(
-    events_per_stage: Sequence[Iterable[timeline.Event]], message_bytes: float, link: Link
-) -> float:
+def pipeline_step_seconds(events_per_stage: Sequence[Iterable[Event]], message_bytes: float, link: Link) -> float:
     """Modelled seconds of one pipeline step on ``link``: the recorded work, each message sent
     while the sender computes on (``timeline.replay``)."""
     return timeline.span(timeline.replay(events_per_stage, link=link, message_bytes=message_bytes))
 
 
 def ddp_step_seconds(
-    events_per_stage: Sequence[Iterable[timeline.Event]], bucket_bytes: Sequence[float], link: Link, world_size: int
+    events_per_stage: Sequence[Iterable[Event]], bucket_bytes: Sequence[float], link: Link, world_size: int
 ) -> float:
     """Modelled seconds of one DDP step doing the same work: each rank's forward (backward) is
     the stages' recorded ones summed / world_size, and the buckets (in DDP's order) are

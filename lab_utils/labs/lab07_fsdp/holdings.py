@@ -22,7 +22,7 @@ from torch.distributed.fsdp import FSDPModule
 
 __all__ = [
     "local",
-    "tensor_bytes",
+    "local_bytes",
     "fsdp_params",
     "rank_bytes",
     "held_grad_bytes",
@@ -40,8 +40,9 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def tensor_bytes(t: torch.Tensor | None) -> int:
-    """Bytes of the part of ``t`` this rank holds (its local shard for a DTensor); 0 for None."""
+def local_bytes(t: torch.Tensor | None) -> int:
+    """Bytes of the part of one tensor ``t`` this rank holds (its local shard for a DTensor); 0 for
+    None. (``lab_utils.memory.tensor_bytes`` counts many tensors' whole storages.)"""
     if t is None:
         return 0
     mine = local(t)
@@ -60,12 +61,12 @@ def fsdp_params(model: nn.Module) -> Iterator[Any]:
 def held_grad_bytes(model: nn.Module) -> int:
     """Gradient bytes this rank holds now: ``.grad`` of its (sharded) parameters plus the
     unsharded gradients FSDP2 keeps while gradient sync is off."""
-    total = sum(tensor_bytes(p.grad) for p in model.parameters())
+    total = sum(local_bytes(p.grad) for p in model.parameters())
     for fp in fsdp_params(model):
         unsharded = getattr(fp, "_unsharded_param", None)
         if unsharded is not None:
-            total += tensor_bytes(unsharded.grad)
-        total += tensor_bytes(fp.unsharded_accumulated_grad)
+            total += local_bytes(unsharded.grad)
+        total += local_bytes(fp.unsharded_accumulated_grad)
     return total
 
 
@@ -78,7 +79,7 @@ def sharded_param_bytes(model: nn.Module) -> int:
     """Bytes of this rank's own parameter shards, read from FSDP2's parameter objects: unlike
     ``model.parameters()``, which shows the gathered tensors while a module is unsharded, these
     stay allocated under the gathered copy (0 for a model without ``fully_shard``)."""
-    return sum(tensor_bytes(fp.sharded_param) for fp in fsdp_params(model))
+    return sum(local_bytes(fp.sharded_param) for fp in fsdp_params(model))
 
 
 def rank_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> dict[str, int]:
@@ -86,9 +87,9 @@ def rank_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None)
     ``optimizer`` (per-element state tensors; AdamW's scalar ``step`` counters are left out)."""
     state = optimizer.state.values() if optimizer is not None else []
     return {
-        "params": sum(tensor_bytes(p) for p in model.parameters()),
+        "params": sum(local_bytes(p) for p in model.parameters()),
         "grads": held_grad_bytes(model),
-        "optimizer": sum(tensor_bytes(v) for s in state for v in s.values() if torch.is_tensor(v) and v.dim() > 0),
+        "optimizer": sum(local_bytes(v) for s in state for v in s.values() if torch.is_tensor(v) and v.dim() > 0),
     }
 
 

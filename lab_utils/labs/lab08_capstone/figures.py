@@ -6,10 +6,9 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
-from lab_utils.labs.lab01_checkpointing.figures import anatomy_bars
 from lab_utils.memory.stepmem import Anatomy
 from lab_utils.plan.report import figure as plan  # predicted peak parts and seconds per update, per plan
-from lab_utils.plots import style
+from lab_utils.plots import anatomy_bars, style
 
 __all__ = ["parts", "fit", "plan"]
 

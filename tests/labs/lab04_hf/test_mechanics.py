@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab_utils.labs.lab02_accumulation.losses import count_tokens
+from lab_utils.data import count_tokens
 from lab_utils.labs.lab04_hf import guards, mechanics
 
 

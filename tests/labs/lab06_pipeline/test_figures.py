@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from lab_utils.labs.lab06_pipeline import figures
-from lab_utils.labs.lab06_pipeline.timeline import Event, formula
+from lab_utils.labs.lab06_pipeline.records import Event
+from lab_utils.labs.lab06_pipeline.timeline import formula
 
 
 def _events():

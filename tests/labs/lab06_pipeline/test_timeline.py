@@ -7,8 +7,8 @@ import torch
 from torch import nn
 
 from lab_utils.comm import CommEvent
-from lab_utils.labs.lab06_pipeline.runs import Run
-from lab_utils.labs.lab06_pipeline.timeline import Event, Recorder, bubble, formula, idle_split, order, replay
+from lab_utils.labs.lab06_pipeline.records import Event, Run
+from lab_utils.labs.lab06_pipeline.timeline import Recorder, bubble, formula, idle_split, order, replay
 from tests.labs.lab06_pipeline.schedules import Checkpointed
 
 

@@ -1,7 +1,8 @@
-"""lab_utils.memory.stepmem on Llama-style decoders (fp32 and bf16 autocast) against the meters, on shapes
-neither the calculator's fit nor lab 8 uses (peak within 5 %, each measured part exact or within 1 %).
-GPT-2 and BERT: tests/core/test_stepmem_gpt2_bert.py. A fresh process's own peak (VmHWM) against
-the calculator: lab 8's "Going further" (run by the suite under nbval)."""
+"""lab_utils.memory.llama: the calculator on Llama-style decoders (fp32 and bf16 autocast) against the
+meters, on shapes neither the calculator's fit nor lab 8 uses (peak within 5 %, each measured part exact
+or within 1 %). GPT-2 and BERT: test_gpt2_bert.py; what the architectures share: test_stepmem.py. A
+fresh process's own peak (VmHWM) against the calculator: lab 8's "Going further" (run by the suite
+under nbval)."""
 
 import dataclasses
 
