@@ -1,4 +1,4 @@
-"""Exercise solutions from one source: ``labs/solutions/<lab>.py`` -> the lab's stub cells.
+"""Exercise solutions from one source: ``labs/<NN_lab>/solutions.py`` -> the lab's stub cells.
 
     python -m tools.solutions check            # every lab's exercise cells match its solutions
     python -m tools.solutions sync             # rewrite the labs' exercise cells from them

@@ -1,9 +1,12 @@
-"""One package per lab: its measurements, figures and exercise graders (``setup`` is lab 0,
-``checkpointing`` 1, ``accumulation`` 2, ``ddp`` 3, ``hf`` 4, ``local_sgd`` 5, ``pipeline`` 6,
-``fsdp`` 7, ``plan`` 8).
+"""One package per lab, named by its number: ``lab00_setup``, ``lab01_checkpointing``,
+``lab02_accumulation``, ``lab03_ddp``, ``lab04_hf``, ``lab05_local_sgd``, ``lab06_pipeline``,
+``lab07_fsdp``, ``lab08_capstone``; each holds the lab's measurements, its figures and its graders.
 
-A topic may import the shared instruments in ``lab_utils``, never another topic (each lab stands
-alone), and loads its modules on first use (``lazy``), so a rank imports no figures and no graders.
+    from lab_utils.labs import lab03_ddp as ddp     # how a notebook names its lab's package
+
+A lab's package imports the core (``lab_utils`` outside ``labs``), never another lab's package,
+and the core never imports one (``tests/test_architecture.py``). Each loads its modules on first
+use (``lazy``), so a rank imports no figures and no graders.
 """
 
 import importlib

@@ -1,6 +1,6 @@
 """The plan's models: a device's memory and an update's time under each strategy the course taught.
 
-Restated from the labs so the planner imports no topic (the tests check they agree): memory is
+Restated from the labs so the planner imports no lab's package (the tests check they agree): memory is
 ``stepmem.predict`` sharded by the ZeRO formulas (lab 7), a pipeline stage holding 1F1B's
 in-flight micro-batches (lab 6); time is FLOPs / the assumed rate plus communication under the
 overlap model (lab 3), FSDP at 1.5 x DDP's bytes (lab 7), local SGD every H updates (lab 5) and

@@ -1,14 +1,12 @@
 """models, data, checks, env, timing and plots: small, but the labs lean on every one; and the
-topic packages' lazy loading, which keeps plotting out of every rank."""
+lab packages' lazy loading, which keeps plotting out of every rank."""
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -194,10 +192,10 @@ DRAWING = {"figures", "calculator"}  # the modules that draw (plotly) or hold wi
 
 
 @pytest.mark.slow  # a fresh interpreter per package
-def test_topic_packages_load_lazily_and_their_rank_side_imports_no_plotting():
-    """A rank imports a topic package and the modules it runs, never the figures: each package loads
+def test_lab_packages_load_lazily_and_their_rank_side_imports_no_plotting():
+    """A rank imports a lab's package and the modules it runs, never the figures: each package loads
     its modules on first use, so no rank pays for plotly and ipywidgets at start-up. One fresh
-    interpreter imports the topics one by one and names the first module that pulls plotting in;
+    interpreter imports the lab packages one by one and names the first module that pulls plotting in;
     then ``tools.solutions`` (which no lab_utils module imports), which must not load nbformat."""
     steps = []
     for topic in TOPICS:
@@ -222,34 +220,6 @@ def test_topic_packages_load_lazily_and_their_rank_side_imports_no_plotting():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]
-
-
-def _imported(path: Path) -> set[str]:
-    """The absolute modules a file imports, ``from a import b`` giving both ``a`` and ``a.b``."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return names
-
-
-def test_a_lab_package_imports_the_core_only_and_the_core_no_lab():
-    """Each lab stands alone: a lab's package imports no other lab's (what two labs share lives in
-    the core), the core imports no lab, and nothing in lab_utils imports ``tools``."""
-    root = Path(lab_utils.labs.__file__).parent.parent
-    wrong = []
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root.parent).with_suffix("")
-        parts = rel.parts
-        own = ".".join(parts[:3]) if parts[1:2] == ("labs",) and len(parts) > 3 else None
-        for name in _imported(path):
-            lab = ".".join(name.split(".")[:3]) if name.startswith("lab_utils.labs.lab") else None
-            if name.split(".")[0] == "tools" or (lab and lab != own):
-                wrong.append(f"{'/'.join(parts)}.py imports {name}")
-    assert not wrong, "\n".join(wrong)
 
 
 def test_no_module_is_shadowed_by_a_name_of_its_package():

@@ -1,4 +1,4 @@
-"""Lab 4, from the Hugging Face ``Trainer`` to an Accelerate loop: the lab's topic code.
+"""Lab 4, from the Hugging Face ``Trainer`` to an Accelerate loop: the lab's own code.
 
     from lab_utils.labs import lab04_hf as hf
     train_ds, val_ds = hf.data.make_splits(256, 128)

@@ -57,7 +57,7 @@ def test_every_k_rejects_reentrant_checkpoint():
 
 
 def test_every_k_has_no_ready_made_answer_in_the_library():
-    # the grader's reference is private; no module of the topic exports a chain runner
+    # the grader's reference is private; no module of the lab's package exports a chain runner
     from lab_utils.labs import lab01_checkpointing as checkpointing
 
     public = {name for mod in checkpointing.__all__ for name in getattr(checkpointing, mod).__all__}

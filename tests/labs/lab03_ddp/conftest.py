@@ -1,4 +1,4 @@
-"""One launch for the whole topic's tests (each launch costs seconds here): the three
+"""One launch for the whole lab's tests (each launch costs seconds here): the three
 accumulation loops, the reducer probe, the bucket counts, the timing runs on an emulated link and
 DDP's settings, on 2 real ranks.
 

@@ -72,7 +72,7 @@ def test_own_loss_passes_the_solution_and_fails_each_wrong_division():
     assert "weighted cross-entropy" in _fails(exercises.check_own_loss, _Unweighted, CLASS_WEIGHTS)
 
 
-# the instructor's answer itself, run from labs/solutions (not a copy of it)
+# the instructor's answer itself, run from its lab folder's solutions.py (not a copy of it)
 right_loop = solution(
     "04_trainer_to_accelerator",
     "hf-loop-from-args",

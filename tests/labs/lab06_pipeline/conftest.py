@@ -1,4 +1,4 @@
-"""One launch for the topic's rank-side tests (each launch costs seconds here): a hand-written
+"""One launch for the lab's rank-side tests (each launch costs seconds here): a hand-written
 two-stage loop and torch's schedules under ``runs.measure``, and the P2P counter, on 2 ranks.
 
 The loop below is the test's own copy of the lab's cell (the lab teaches it; the tests need a

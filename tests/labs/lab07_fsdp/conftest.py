@@ -1,4 +1,4 @@
-"""One launch for the topic's instrument tests (each launch costs seconds here): a small model
+"""One launch for the lab's instrument tests (each launch costs seconds here): a small model
 sharded on 2 real ranks, measured by ``holdings`` and counted by ``CommCounter``.
 
 Sizes by hand: 2 blocks Linear(8, 8) in float64 are 2 x (64 + 8) x 8 = 1152 bytes, 576 per rank."""
