@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
+import os
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     from lab_utils.launcher import launch
 
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     ranks = launch(grid, 2, kwargs=dict(**STORED, evals=16), timeout=3600)
-    config = Config(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1))
+    machine = f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), gloo, 2 ranks"
+    config = Config(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1), when=when,
+                    machine=machine)  # fmt: skip
     a.out.write_text(dumps(Stored(config, ranks[0])))
     print(f"wrote {a.out} ({ranks.seconds:.0f} s)")
 

@@ -52,7 +52,7 @@ class Point:
 @dataclass(frozen=True)
 class Config:
     """The stored study's settings: H (inner steps per round), outer rounds, synchronous warm-up
-    steps, seeds, shard skew, ranks, and the seconds it took to compute."""
+    steps, seeds, shard skew, ranks, the seconds it took to compute, and when and where it ran."""
 
     H: int
     rounds: int
@@ -61,6 +61,8 @@ class Config:
     skew: float
     world: int
     seconds: float
+    when: str
+    machine: str
 
 
 @dataclass(frozen=True)
