@@ -87,10 +87,11 @@ solutions: $(STAMP)
 	$(BIN)/python -m tools.solutions build --out build/solutions
 
 # Each taught claim's tests, run against a copy of the tree holding plausibly wrong code: every
-# mutation must be caught (tools/mutations.py lists them; ONLY="ring cost" runs one). Slow: the
+# mutation must be caught (tools/mutations.py lists them; ONLY="ring cost" runs one, LAB=03 one lab's).
+# Slow: the
 # four taught-cell mutations each run their lab twice.
 mutations: $(STAMP)
-	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",)
+	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",) $(if $(LAB),--lab $(LAB),)
 
 # Root only (sudo make validate-link, a few minutes): two network namespaces, a veth pair shaped
 # with tc tbf, one gloo rank in each; lab 3's overlap model against the measured updates at three

@@ -2,6 +2,7 @@
 
     python -m tools.mutations                 # every mutation (about 12 minutes on 2 cores)
     python -m tools.mutations --only "ring cost"
+    python -m tools.mutations --lab 03        # lab 3's: its notebook, its package or its tests
     python -m tools.mutations --list          # name, file, the wrong code it stands for, targets
 
 Each mutation is one exact snippet of a library instrument or of a lab's taught cell and the
@@ -30,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Mutation", "MUTATIONS", "StaleMutation", "probe", "copy_tree", "apply", "run_targets", "main"]
+__all__ = ["Mutation", "MUTATIONS", "StaleMutation", "probe", "copy_tree", "apply", "run_targets", "of_lab", "main"]
 
 ROOT = Path(__file__).resolve().parent.parent
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/notebooks/nbval_sanitize.cfg"]
@@ -202,13 +203,24 @@ def run_all(chosen: list[Mutation], timeout: float) -> int:
     return failures
 
 
+def of_lab(m: Mutation, lab: str) -> bool:
+    """True when ``m`` mutates or is caught in lab ``lab`` ("03"): its notebook's folder, its package
+    ``lab_utils/labs/lab03_*`` or its tests ``tests/labs/lab03_*``."""
+    nn = f"{int(lab):02d}"
+    places = (f"labs/{nn}_", f"lab_utils/labs/lab{nn}_", f"tests/labs/lab{nn}_")
+    return any(path.startswith(places) for path in (m.file, *m.targets))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.mutations", description=__doc__.split("\n")[0])
     parser.add_argument("--only", metavar="NAME", help="run one mutation (its name as --list shows it)")
+    parser.add_argument("--lab", metavar="NN", help="only the mutations of lab NN (its notebook, package or tests)")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds allowed to one pytest run")
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTATIONS if args.only in (None, m.name)]
+    chosen = [m for m in MUTATIONS if args.only in (None, m.name) and (args.lab is None or of_lab(m, args.lab))]
+    if not chosen and args.lab is not None:
+        parser.error(f"no mutation touches lab {args.lab!r} (its notebook, its package or its tests)")
     if not chosen:
         parser.error(f"no mutation named {args.only!r}; the names: {', '.join(m.name for m in MUTATIONS)}")
     if args.list:

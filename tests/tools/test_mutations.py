@@ -59,3 +59,11 @@ def test_a_notebook_mutation_edits_one_code_cell_only(tmp_path):
     changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
     assert len(old) == len(new) and len(changed) == 1
     assert m.wrong in "".join(new[changed[0]]["source"]) and new[changed[0]]["cell_type"] == "code"
+
+
+def test_a_lab_s_mutations_are_those_of_its_notebook_package_or_tests():
+    from tools.mutations import of_lab
+
+    names = {m.name for m in MUTATIONS if of_lab(m, "7")}
+    assert "saved-bytes identity" in names and "ZeRO grads" in names and "ring cost" not in names
+    assert {m.name for m in MUTATIONS if of_lab(m, "02")} >= {"lab 2 / K", "summed loss"}
