@@ -88,8 +88,7 @@ solutions: $(STAMP)
 
 # Each taught claim's tests, run against a copy of the tree holding plausibly wrong code: every
 # mutation must be caught (tools/mutations.py lists them; ONLY="ring cost" runs one, LAB=03 one lab's).
-# Slow: the
-# four taught-cell mutations each run their lab twice.
+# Slow: the taught-cell mutations each run their lab twice.
 mutations: $(STAMP)
 	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",) $(if $(LAB),--lab $(LAB),)
 
