@@ -6,6 +6,10 @@
 
 The trap they guard: a wrong accumulation is a wrong gradient, which the parameters after AdamW
 would show only through its epsilon, so a wrapper records the gradient each optimizer step is given.
+Each grader tries cases where the plausible rules differ: exercise 1 on 4 ranks with first
+dimensions 6, 5 and 1 (on 2 ranks ``torch.chunk`` and ``torch.tensor_split`` cut alike), and
+exercises 2 and 3 end with a plain step compared with a freshly sharded model's, so a setting
+left changed (a block that stays gathered after forward or backward) is seen.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from lab_utils.memory import nbytes
 __all__ = ["check_rank_bytes", "check_fewer_gathers", "check_hsdp_windows", "uneven_model", "RecordingOptimizer"]
 
 WORLD, WIDTH, DEPTH, K, UPDATES, MB, LR = 2, 16, 2, 3, 2, 2, 1e-2
+UNEVEN_WORLD = 4  # fsdp-bytes: first dims 6, 5, 1 over 4 ranks, where torch.chunk and tensor_split differ
 HSDP = (2, 2)  # replicas x shards: 4 ranks
 TOL = 1e-10  # float64: the same sums in another order
 BACKEND = "gloo"  # the runs shard over a CPU device mesh, so gloo even where every rank has a GPU
@@ -81,6 +86,19 @@ def _reference_grads(world: int) -> list[list[torch.Tensor]]:
     return out
 
 
+def _plain_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+    """One plain forward and backward (no optimizer): its collectives, and the gathered parameter
+    bytes left after the forward and after the backward. The gradients are dropped after."""
+    counter = CommCounter()
+    with counter.track():
+        loss = F.mse_loss(model(x), y)
+        after_forward = holdings.unsharded_param_bytes(model)
+        loss.backward()
+    after_backward = holdings.unsharded_param_bytes(model)
+    model.zero_grad(set_to_none=True)
+    return {"ops": traffic.per_op(counter.events), "forward": after_forward, "backward": after_backward}
+
+
 def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[int] | None = None) -> dict[str, Any]:
     """The student's loop on this rank's micro-batches: all K x UPDATES of them in one call
     (``per_update=False``, with k), or one call per update with its K micro-batches."""
@@ -101,14 +119,37 @@ def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[i
                 counter.mark_step()
         else:
             update(model, opt, [mb for w in windows for mb in w], K)
+    left = holdings.unsharded_param_bytes(model)
+    x0, y0 = windows[0][0]
+    fresh = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
     shards = mesh_shape[-1] if mesh_shape else world
     return {
         "ops": traffic.per_op(counter.events),
-        "left_unsharded": holdings.unsharded_param_bytes(model),
+        "left_unsharded": left,
         "grads": opt.grads,
         "shard": rank % shards,
         "shards": shards,
+        "plain_after": _plain_step(model, x0, y0),  # the model as the student left it
+        "plain_fresh": _plain_step(fresh, x0, y0),  # as it was found
     }
+
+
+def _describe(plain: dict[str, Any]) -> str:
+    ops = ", ".join(f"{v['count']} {op}" for op, v in sorted(plain["ops"].items())) or "no collective"
+    left = f"{plain['forward']:,} bytes left gathered after the forward, {plain['backward']:,} after the backward"
+    return f"{ops}; {left}"
+
+
+def _left_as_found(got: list[dict[str, Any]]) -> str | None:
+    """None when a plain step after the student's updates gathers, syncs and frees on every rank
+    as on a freshly sharded model; else what differs (rank 0's first)."""
+    for rank, r in enumerate(got):
+        if r["plain_after"] != r["plain_fresh"]:
+            return (
+                f"after your updates a plain forward and backward on rank {rank} made {_describe(r['plain_after'])}; "
+                f"a freshly sharded model makes {_describe(r['plain_fresh'])}: set back what you changed"
+            )
+    return None
 
 
 def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
@@ -141,7 +182,8 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
     "fsdp-gathers",
     "fewer all-gathers while accumulating",
     hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
-    "parameters are freed, and when gradients are synced? Leave the model as you found it",
+    "parameters are freed (after its forward, after its backward), and when gradients are synced? "
+    "Leave every setting as you found it",
 )
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     got = launch(_train, WORLD, args=(update_fewer_gathers, True), backend=BACKEND, timeout=180)
@@ -160,15 +202,18 @@ def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     )
     why = _grad_gap(got, WORLD)
     assert why is None, why
-    return f"{ag['count']} all-gathers instead of {2 * K * DEPTH * UPDATES}, the large-batch gradient at every step"
+    why = _left_as_found(got)
+    assert why is None, why
+    return (
+        f"{ag['count']} all-gathers instead of {2 * K * DEPTH * UPDATES}, the large-batch gradient at every step, "
+        "and the model left as found"
+    )
 
 
 @grader(
     "fsdp-hsdp-windows",
-    "HSDP: average across replicas once per window",
-    hint="reread section 4: set_requires_all_reduce(False) skips only the all-reduce across replica groups "
-    "(the reduce-scatter inside a group still runs); turn it on for the last micro-step of each window, divide "
-    "each loss by k, and step once per window",
+    "HSDP: all-reduce across replica groups once per window",
+    hint="reread section 4 and its HSDP run: the same window, now several in a row",
 )
 def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
     world = HSDP[0] * HSDP[1]
@@ -186,32 +231,38 @@ def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
     )
     why = _grad_gap(got, world)
     assert why is None, why
+    why = _left_as_found(got)
+    assert why is None, why
     return (
         f"{world} ranks ({HSDP[0]} replicas x {HSDP[1]} shards): {rs} reduce-scatters, {ar} all-reduces, "
-        "the large-batch gradient at every window's step"
+        "the large-batch gradient at every window's step, and the model left as found"
     )
 
 
 def uneven_model() -> nn.Sequential:
-    """fsdp-gathers' model: first dims 5, 3 and 1, none divisible by 2 (float32)."""
+    """fsdp-bytes' model: first dims 6, 5 and 1 (float32). On 4 ranks ``torch.chunk`` cuts them
+    2+2+2+0, 2+2+1+0 and 1+0+0+0, ``torch.tensor_split`` 2+2+1+1, 2+1+1+1 and 1+0+0+0."""
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(7, 5), nn.GELU(), nn.Linear(5, 3), nn.GELU(), nn.Linear(3, 1))
+    return nn.Sequential(nn.Linear(3, 6), nn.GELU(), nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 1))
 
 
-def _measure_uneven() -> dict[str, int]:
+def _measure_uneven() -> dict[str, Any]:
+    """This rank's logical shard bytes after one AdamW step (``rank_bytes``), and the bytes FSDP2
+    allocated for its parameter shards (each padded to rank 0's rows)."""
     model = _sharded(uneven_model())
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     opt.zero_grad()
-    model(torch.randn(4, 7)).pow(2).mean().backward()
+    model(torch.randn(4, 3)).pow(2).mean().backward()
     opt.step()
-    return holdings.rank_bytes(model, opt)
+    allocated = sum(fp._sharded_param_data.untyped_storage().nbytes() for fp in holdings.fsdp_params(model))
+    return {"logical": holdings.rank_bytes(model, opt), "allocated params": allocated}
 
 
 @grader(
     "fsdp-bytes",
     "predict the bytes a rank holds",
-    hint="reread section 1 and the prompt: how does torch.chunk cut 5 rows into 2 pieces, or 1 row? "
-    "Gradients and AdamW's moments take the shape of the rank's local shard",
+    hint="reread the prompt: how does fully_shard cut rows that do not divide by W? Try torch.chunk on "
+    "6, 5 and 1 rows for 4 ranks. Gradients and AdamW's moments take the shape of the rank's local shard",
 )
 def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[str, int]]) -> str:
     lab = workload.model(128, 4)
@@ -222,11 +273,17 @@ def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[st
         assert got_lab == want, (
             f"the lab's model on {world} ranks: predicted {got_lab}, the ZeRO-3 formula gives {want}"
         )
-    predicted = [predict_rank_bytes(uneven_model(), WORLD, rank) for rank in range(WORLD)]  # before any launch
-    got = launch(_measure_uneven, WORLD, backend=BACKEND, timeout=180)
+    world = UNEVEN_WORLD
+    predicted = [predict_rank_bytes(uneven_model(), world, rank) for rank in range(world)]  # before any launch
+    got = launch(_measure_uneven, world, backend=BACKEND, timeout=180)
     for rank, measured in enumerate(got):
-        assert predicted[rank] == measured, (
-            f"{WORLD} ranks, rank {rank}: predicted {predicted[rank]}, measured {measured}"
+        assert predicted[rank] == measured["logical"], (
+            f"first dims 6, 5, 1 on {world} ranks, rank {rank}: predicted {predicted[rank]}, "
+            f"measured {measured['logical']}"
         )
-    shards = ", ".join(str(g["params"]) for g in got)
-    return f"uneven shards on {WORLD} ranks ({shards} parameter bytes) and the lab's model"
+    shards = ", ".join(f"{g['logical']['params']}" for g in got)
+    allocated = sorted({g["allocated params"] for g in got})
+    return (
+        f"first dims 6, 5, 1 on {world} ranks: {shards} bytes of parameter shards on ranks 0-{world - 1} "
+        f"(FSDP2 allocates {' / '.join(map(str, allocated))} on each, padded to rank 0's rows), and the lab's model"
+    )

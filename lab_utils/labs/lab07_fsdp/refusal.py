@@ -1,4 +1,4 @@
-"""Why Accelerate's ``LocalSGD`` refuses FSDP, read from the installed Accelerate at run time.
+"""How Accelerate's ``LocalSGD`` refuses an FSDP accelerator, read from the installed Accelerate at run time.
 
     code, accepted = refusal.local_sgd_check()   # LocalSGD.__init__'s check, the types it accepts
     code, switched = refusal.fsdp_switch()       # AcceleratorState's branch that turns FSDP on

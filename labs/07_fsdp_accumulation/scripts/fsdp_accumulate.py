@@ -19,7 +19,7 @@ micro-steps, gradient sync off on all but the last (``set_requires_gradient_sync
 ``--gather-once`` each block is also all-gathered once per update instead of twice per micro-step:
 ``set_reshard_after_forward(False)`` keeps it gathered through its backward, and
 ``set_reshard_after_backward`` only on the last micro-step keeps it through the update (the whole
-model gathered meanwhile: memory for traffic). Rank 0
+model gathered meanwhile: memory for traffic); this is an answer to the lab's exercise 2. Rank 0
 prints one JSON line (world size, loss per update, parameter bytes per rank, the reduce-scatters
 and all-gathers each update made, how many times each block's forward ran per micro-step (2 when it is
 checkpointed: the forward, and its recompute in backward), the largest difference from the same
@@ -161,7 +161,7 @@ def main() -> None:
             loss.backward()
             total += loss.detach().to(dtype)
         if args.gather_once:
-            model.set_reshard_after_forward(True)  # as fully_shard left it
+            model.set_reshard_after_forward(True)  # back as fully_shard left the blocks (the root has none)
         opt.step()
         opt.zero_grad()
         dist.all_reduce(total)

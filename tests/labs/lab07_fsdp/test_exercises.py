@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import torch.nn.functional as F
+from torch.distributed.fsdp import FSDPModule
 
 from lab_utils.checks import FAILED, NOT_ATTEMPTED
 from lab_utils.labs.lab07_fsdp import exercises
@@ -53,6 +55,16 @@ def even_shards(model, world_size, rank):
     return {"params": local, "grads": local, "optimizer": 2 * local}
 
 
+def tensor_split_rows(model, world_size, rank):
+    """torch.tensor_split's rule (the first rows % W ranks get one row more) instead of torch.chunk's
+    (ceil(rows / W) each until the rows run out): the same on 2 ranks, not on 4."""
+    local = 0
+    for p in model.parameters():
+        rows = torch.tensor_split(torch.arange(p.shape[0]), world_size)[rank].numel()
+        local += rows * (p.numel() // p.shape[0]) * p.element_size()
+    return {"params": local, "grads": local, "optimizer": 2 * local}
+
+
 def stub_rank_bytes(model, world_size, rank):
     raise NotImplementedError()
 
@@ -65,6 +77,38 @@ def never_reshards(model, optimizer, micro_batches):
     for i, (x, y) in enumerate(micro_batches):
         model.set_requires_gradient_sync(i == k - 1)
         (F.mse_loss(model(x), y) / k).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def reshard_after_forward_never_set_back(model, optimizer, micro_batches):
+    """Right gathers, gradient and nothing left gathered at the end, but reshard_after_forward stays
+    False: every later forward keeps the whole model gathered until its backward."""
+    k = len(micro_batches)
+    model.set_reshard_after_forward(False)
+    for i, (x, y) in enumerate(micro_batches):
+        last = i == k - 1
+        model.set_requires_gradient_sync(last)
+        model.set_reshard_after_backward(last)
+        (F.mse_loss(model(x), y) / k).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def both_off_freed_by_hand(model, optimizer, micro_batches):
+    """Both reshard settings off for the update, every block freed by hand at its end and
+    reshard_after_forward set back, but not reshard_after_backward: later backwards keep the model
+    gathered."""
+    k = len(micro_batches)
+    model.set_reshard_after_forward(False)
+    model.set_reshard_after_backward(False)
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_gradient_sync(i == k - 1)
+        (F.mse_loss(model(x), y) / k).backward()
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    model.set_reshard_after_forward(True)
     optimizer.step()
     optimizer.zero_grad()
 
@@ -83,6 +127,25 @@ def test_fewer_gathers_grader_grades_the_gradient_not_the_parameters():
 
 def test_rank_bytes_grader_catches_even_shards():
     graded_fail(exercises.check_rank_bytes, even_shards, match=f"{FAILED}.*rank 0: predicted")
+
+
+def test_rank_bytes_grader_catches_tensor_splits_rule():
+    # measured on 4 ranks, first dims 6, 5, 1: 112 / 88 / 60 / 0 bytes of parameters; tensor_split's
+    # rule says 112 / 60 / 44 / 44
+    text = graded_fail(exercises.check_rank_bytes, tensor_split_rows, match=f"{FAILED}.*rank 1: predicted")
+    assert "'params': 60" in text and "'params': 88" in text, text
+
+
+def test_fewer_gathers_grader_catches_reshard_after_forward_left_off():
+    text = graded_fail(
+        exercises.check_fewer_gathers, reshard_after_forward_never_set_back, match=f"{FAILED}.*set back what you"
+    )
+    assert "2 all_gather_single" in text and "4 all_gather_single" in text, text  # 1 per block, not 2
+
+
+def test_fewer_gathers_grader_catches_both_off_and_blocks_freed_by_hand():
+    text = graded_fail(exercises.check_fewer_gathers, both_off_freed_by_hand, match=f"{FAILED}.*set back what you")
+    assert "0 after the backward" in text, text  # a fresh model frees after its backward; this does not
 
 
 def test_fewer_gathers_grader_catches_gathered_parameters_left_behind():
