@@ -36,8 +36,9 @@ def token_accumulate(model, optimizer, stream, K):
 
 # %% exercise="acc-clip"
 def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
-    """Train on windows of K micro-batches (x, y), with the loss F.mse_loss scaled by the gradient
-    scaler, and clip the gradient norm to max_norm so that each update equals one clipped large batch."""
+    """Train on windows of K micro-batches (x, y) (the last window may be short), with the loss
+    F.mse_loss scaled by the gradient scaler, and clip the gradient norm to max_norm so that each
+    update equals one clipped large batch."""
     ### BEGIN SOLUTION
     for window in accumulation.windows(micro_batches, K):
         for x, y in window:

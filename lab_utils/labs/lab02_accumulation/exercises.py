@@ -20,7 +20,7 @@ from torch import nn
 from lab_utils import data, models
 from lab_utils.checks import grader, param_max_diff
 from lab_utils.flat import flat
-from lab_utils.labs.lab02_accumulation.losses import count_tokens, lm_token_loss_sum, mse_sum
+from lab_utils.labs.lab02_accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
 from lab_utils.labs.lab02_accumulation.reference import large_batch_grads, train_large_batch
 from lab_utils.labs.lab02_accumulation.windowing import windows
 
@@ -103,42 +103,61 @@ class CountingScaler(torch.amp.GradScaler):
 def check_clipping(accumulate_with_clipping: Callable) -> str:
     """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler)`` must train
     like one large batch per window whose gradient is clipped to ``max_norm`` before each step,
-    with every loss scaled by ``scaler`` (a CPU ``GradScaler``)."""
-    k = 4
-    model, micro = _regression(n_micro=4 * k)
-    mine, ref = copy.deepcopy(model), copy.deepcopy(model)
+    with every loss scaled by ``scaler`` (a CPU ``GradScaler``). The last window is short.
+    Clipped by ``clip_grad_norm_`` (whose factor is ``max_norm / (norm + 1e-6)``) or exactly to
+    ``max_norm`` by hand: either passes."""
+    k, last = 4, 2
+    model, micro = _regression(n_micro=4 * k + last)  # windows of 4, 4, 4, 4 and 2 (section 2.4)
     # max_norm between the windows' norms: some updates are clipped, some not, so the gradient's
     # scale matters (a max_norm that binds on every window would hide a forgotten 1 / K)
     free = copy.deepcopy(model)
     free_norms = train_large_batch(free, _sgd(free, 0.05, 0.9), micro, k, loss_sum=mse_sum)
     low, high = sorted(free_norms)[len(free_norms) // 2 - 1 : len(free_norms) // 2 + 1]
     max_norm = (low + high) / 2  # strictly between two windows' norms
-    norms = train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=max_norm)
-    clipped = sum(n > max_norm for n in norms)
-    if not 0 < clipped < len(norms):  # the grader's own premise
+
+    def large_batch(**kw) -> tuple[nn.Module, list[float]]:
+        ref = copy.deepcopy(model)
+        return ref, train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=max_norm, **kw)
+
+    ref, norms = large_batch()
+    exact, _ = large_batch(exact_clip=True)  # a clip written by hand: the same run to ~1e-8
+    clipped, n_windows = sum(n > max_norm for n in norms), len(norms)
+    # the grader's own premises: max_norm binds on some windows only, and it would not hide the
+    # last window's size (divided by K instead, that window's gradient is not clipped)
+    if not 0 < clipped < n_windows or norms[-1] * last / k >= max_norm:
         raise RuntimeError(f"check_clipping: max_norm {max_norm:.3g} must bind on some windows only: {norms}")
-    scaler = CountingScaler()
+    mine, scaler = copy.deepcopy(model), CountingScaler()
     try:
         accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, max_norm, scaler)
     except RuntimeError as err:
         raise AssertionError(f"torch stopped your loop: {err}") from None
-    n_windows = len(norms)
     assert scaler.calls["scale"] == len(micro), (
         f"scaler.scale was called {scaler.calls['scale']} times for {len(micro)} micro-batches: scale every loss"
     )
     assert scaler.calls["step"] == scaler.calls["update"] == n_windows, (
         f"scaler.step / update were called {scaler.calls['step']} / {scaler.calls['update']} times "
-        f"for {n_windows} windows: once per window each"
+        f"for {n_windows} windows of K = {k} micro-batches, the last of {last} ({len(micro)} micro-batches): "
+        "once per window each, the short last window included (section 2.4)"
     )
     assert param_max_diff(mine, model) > 0, "the parameters did not move: step the optimizer once per window"
-    gap, moved = param_max_diff(mine, ref), param_max_diff(mine, model) / param_max_diff(ref, model)
+    gap = min(param_max_diff(mine, ref), param_max_diff(mine, exact))
+    if gap >= TOL:  # a last window divided by K instead of its size: that mistake, named
+        by_k, _ = large_batch(items=lambda big: max(count_items(big), k * count_items(micro[0])))
+        assert param_max_diff(mine, by_k) >= TOL, (
+            f"the last window holds {last} micro-batches and your loop divided its loss by K = {k}: its update "
+            f"is {last}/{k} of one large batch of those {last} (section 2.4: divide by the window's real size)"
+        )
+    moved = param_max_diff(mine, model) / param_max_diff(ref, model)
     assert gap < TOL, (
         f"after {n_windows} updates your parameters differ from the clipped large batch's by {gap:.1e} "
         f"(they moved {moved:.2g} x as far). max_norm was {max_norm:.3g}; the large batch's gradient norms "
         f"were {', '.join(f'{n:.3g}' for n in norms)}, so only {clipped} of its {n_windows} updates were "
         "clipped: is your window's gradient the large batch's (its scale included) when you clip it?"
     )
-    return f"{n_windows} updates through the scaler ({clipped} clipped), equal to the clipped large batch"
+    return (
+        f"{n_windows} updates through the scaler (the last of {last} micro-batches; {clipped} clipped), "
+        "equal to the clipped large batch"
+    )
 
 
 class Stream:

@@ -78,7 +78,7 @@ def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler:
         (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
         (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
         (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
-        (clipping(divide=False), "only 2 of its 4 updates were clipped"),  # forgot / K: K times the gradient
+        (clipping(divide=False), "only 3 of its 5 updates were clipped"),  # forgot / K: K times the gradient
     ],
 )
 def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
@@ -113,6 +113,64 @@ def token_stream(
             step()
 
     return token_accumulate
+
+
+def clip_by_hand(eps: float):
+    """Clipped by hand after unscale_: exactly to max_norm (eps=0), or with clip_grad_norm_'s 1e-6."""
+
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        for window in accumulation.windows(micro_batches, K):
+            for x, y in window:
+                scaler.scale(F.mse_loss(model(x), y) / len(window)).backward()
+            scaler.unscale_(optimizer)
+            grads = [p.grad for p in model.parameters()]
+            norm = torch.sqrt(sum((g**2).sum() for g in grads))
+            if norm > max_norm:
+                for g in grads:
+                    g.mul_(max_norm / (norm + eps))
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+    return accumulate_with_clipping
+
+
+def modulo_loop(*, step_the_rest: bool):
+    """Section 1's `if (i + 1) % K == 0` loop, each loss / K; with a step after the loop for the rest, or not."""
+
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        def step():
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+        for i, (x, y) in enumerate(micro_batches):
+            scaler.scale(F.mse_loss(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                step()
+        if step_the_rest and len(micro_batches) % K:
+            step()
+
+    return accumulate_with_clipping
+
+
+# clip_grad_norm_, or by hand exactly to max_norm (not clip_grad_norm_'s 1e-6: the same clip), or with its 1e-6
+@pytest.mark.parametrize("right", [clipping(), clip_by_hand(0.0), clip_by_hand(1e-6)])
+def test_clipping_passes_clip_grad_norm_and_a_clip_written_by_hand(right):
+    assert exercises.check_clipping(right) == PASSED
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (modulo_loop(step_the_rest=False), r"called 4 / 4 times for 5 windows .*the short last window included"),
+        (modulo_loop(step_the_rest=True), "last window holds 2 micro-batches and your loop divided its loss by K"),
+    ],
+)
+def test_clipping_fails_the_modulo_loop_on_the_short_last_window(wrong, message):
+    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
 
 
 @pytest.mark.parametrize(
