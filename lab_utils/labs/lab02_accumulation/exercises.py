@@ -51,31 +51,47 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
     """``tf_style_accumulate(model, micro_batches, loss_fn)`` returns one buffer per parameter that
-    must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point)."""
-    model, micro = _regression(n_micro=3)  # 3: not a power of two, so a wrong divisor shows
+    must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point).
+    Called once per window, for two windows in a row with an SGD step between them, as a training
+    loop calls it: buffers built once and never zeroed show on the second window."""
+    model, micro = _regression(n_micro=6)  # two windows of 3: not a power of two, so a wrong divisor shows
     params = list(model.parameters())
     rows: list[int] = []
     model.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[0]))
-    got = list(tf_style_accumulate(model, micro, _mse_mean))
-    sizes = [len(b[0]) for b in micro]
-    assert rows == sizes, (
-        f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
-        f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
-    )
-    assert all(p.grad is None for p in params), (
-        "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
-        "and add them into your own buffers, as accum_vars does"
-    )
-    assert len(got) == len(params) and all(g.shape == p.shape for g, p in zip(got, params)), (
-        f"expected {len(params)} buffers shaped like model.parameters(), got {len(got)}"
-    )
-    ref = large_batch_grads(model, micro, loss_sum=mse_sum)
-    ratio = flat(got).norm().item() / flat(ref).norm().item()
-    assert param_max_diff(got, ref) < TOL, (
-        f"the buffers are not the large-batch gradient: their norm is {ratio:.3g} x its norm "
-        f"over {len(micro)} micro-batches"
-    )
-    return f"the buffers hold the gradient of one batch of {len(micro)} micro-batches"
+    before: list[torch.Tensor] = []  # the previous window's buffers, as returned
+    for n, window in enumerate((micro[:3], micro[3:]), start=1):
+        rows.clear()
+        got = list(tf_style_accumulate(model, window, _mse_mean))
+        sizes = [len(b[0]) for b in window]
+        assert rows == sizes, (
+            f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
+            f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
+        )
+        assert all(p.grad is None for p in params), (
+            "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
+            "and add them into your own buffers, as accum_vars does"
+        )
+        assert len(got) == len(params) and all(g.shape == p.shape for g, p in zip(got, params)), (
+            f"expected {len(params)} buffers shaped like model.parameters(), got {len(got)}"
+        )
+        got = [g.detach().clone() for g in got]
+        ref = large_batch_grads(model, window, loss_sum=mse_sum)
+        if n == 2 and param_max_diff(got, ref) >= TOL:
+            stale = param_max_diff([g - b for g, b in zip(got, before)], ref) < TOL
+            assert not stale, (
+                "called for a second window, your buffers held this window's gradient plus the first window's: "
+                "they were not zeroed in between (the recipe runs zero_ops before each window)"
+            )
+        ratio = flat(got).norm().item() / flat(ref).norm().item()
+        assert param_max_diff(got, ref) < TOL, (
+            f"window {n}: the buffers are not the large-batch gradient: their norm is {ratio:.3g} x its norm "
+            f"over {len(window)} micro-batches"
+        )
+        with torch.no_grad():  # the recipe's train_step, so that the second window starts elsewhere
+            for p, g in zip(params, got):
+                p.sub_(0.1 * g)
+        before = got
+    return "2 windows in a row: each time the buffers hold the gradient of one batch of 3 micro-batches"
 
 
 class CountingScaler(torch.amp.GradScaler):

@@ -28,6 +28,31 @@ def test_tf_port_passes_with_the_division_and_fails_as_the_seed_wrote_it(capsys)
     graded_fail(exercises.check_tf_port, tf_port(divide=False), match="✗.*norm is 3 x")  # the recipe: a sum of 3 means
 
 
+def tf_port_built_once(zero_each_window: bool):
+    """Buffers built once, as TensorFlow's variables are, and zeroed before each window (zero_ops) or never."""
+    accum_vars = []
+
+    def tf_style_accumulate(model, micro_batches, loss_fn):
+        params = list(model.parameters())
+        if not accum_vars:
+            accum_vars.extend(torch.zeros_like(p) for p in params)
+        if zero_each_window:
+            for acc in accum_vars:
+                acc.zero_()
+        for mb in micro_batches:
+            for acc, g in zip(accum_vars, torch.autograd.grad(loss_fn(model, mb), params)):
+                acc.add_(g / len(micro_batches))
+        return accum_vars
+
+    return tf_style_accumulate
+
+
+def test_tf_port_with_buffers_built_once_passes_zeroed_and_fails_never_reset():
+    assert exercises.check_tf_port(tf_port_built_once(zero_each_window=True)) == PASSED
+    # one call alone cannot tell: the second window shows the first one's gradient still in the buffers
+    graded_fail(exercises.check_tf_port, tf_port_built_once(zero_each_window=False), match="✗.*not zeroed in between")
+
+
 def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
     def through_grad(model, micro_batches, loss_fn):
         for mb in micro_batches:
