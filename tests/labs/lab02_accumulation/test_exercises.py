@@ -218,6 +218,10 @@ def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     graded_fail(
         exercises.check_norms, {"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="✗.*1 wrong"
     )
+    # the ✗ names each layer it got wrong, both ways
+    out = graded_fail(exercises.check_norms, {"groupnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="2 wrong")
+    assert "'batchnorm-untracked-eval' is in your set, but trained with accumulation it ends" in out
+    assert "'rmsnorm' is not in your set" in out and "'groupnorm'" not in out
     graded_fail(exercises.check_norms, {"layernorm"}, match="unknown names")
     graded_fail(exercises.check_norms, "groupnorm", match="give a set of names")
 
