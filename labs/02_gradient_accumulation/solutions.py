@@ -11,8 +11,9 @@ exact_layers = {"groupnorm", "rmsnorm", "dropout-eval"}
 
 # %% exercise="acc-tokens"
 def token_accumulate(model, optimizer, stream, K):
-    """Train on a stream of token micro-batches (you cannot look ahead), one optimizer step per K
-    of them (the last window may be short), each equal to one large batch of the window's sequences."""
+    """Train on a stream of token micro-batches (loop over it once: no look-ahead, no len()), one
+    optimizer step per K of them (the last window may be short), each equal to one large batch of
+    the window's sequences."""
     ### BEGIN SOLUTION
     tokens, seen = 0, 0
 

@@ -178,7 +178,8 @@ def check_clipping(accumulate_with_clipping: Callable) -> str:
 
 class Stream:
     """Micro-batches handed out one at a time: micro-batch ``i`` only once the model has run the
-    forward of micro-batch ``i - 1`` (a data stream you cannot look ahead in)."""
+    forward of micro-batch ``i - 1`` (a data stream you cannot look ahead in). An iterable only:
+    ``len(stream)`` and ``stream[i]`` raise TypeError, as for a generator."""
 
     def __init__(self, micro_batches: list, model: nn.Module) -> None:
         self.micro_batches, self.forwards, self.served = micro_batches, 0, 0
@@ -218,7 +219,16 @@ def check_token_stream(token_accumulate: Callable) -> str:
     opt, stream = _sgd(mine, 0.5), Stream(micro, mine)
     steps = []
     opt.register_step_post_hook(lambda *_: steps.append(stream.served))
-    token_accumulate(mine, opt, stream, k)
+    try:
+        token_accumulate(mine, opt, stream, k)
+    except TypeError as err:
+        if "'Stream'" not in str(err):
+            raise
+        raise AssertionError(
+            f"your code raised TypeError ({err}): the stream is an iterable only, with no len() and no "
+            "indexing, as a generator: loop over it once (for mb in stream) and count the micro-batches and "
+            "tokens as they arrive; the last window is the one the loop ends in"
+        ) from None
     train_large_batch(ref, _sgd(ref, 0.5), micro, k, loss_sum=lm_token_loss_sum, items=count_tokens)
     want = [min(i + k, len(micro)) for i in range(0, len(micro), k)]
     assert steps == want, (

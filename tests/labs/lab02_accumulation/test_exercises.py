@@ -10,7 +10,7 @@ from lab_utils.labs.lab02_accumulation import exercises
 from tests.helpers.grading import graded_fail
 
 
-# -- acc-norms --------------------------------------------------------------------------
+# -- acc-tf-port --------------------------------------------------------------------------
 def tf_port(divide: bool):
     def tf_style_accumulate(model, micro_batches, loss_fn):
         params = list(model.parameters())
@@ -70,7 +70,7 @@ def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
     graded_fail(exercises.check_tf_port, one_big_grad, match="1 forward.*one forward per micro-batch")
 
 
-# -- acc-tokens --------------------------------------------------------------------------
+# -- acc-clip --------------------------------------------------------------------------
 def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
         def clip():
@@ -94,50 +94,6 @@ def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler:
             optimizer.zero_grad()
 
     return accumulate_with_clipping
-
-
-@pytest.mark.parametrize(
-    "wrong, message",
-    [
-        (clipping(per_micro_batch=True), "torch stopped your loop.*unscale_"),  # a second unscale_ in a window
-        (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
-        (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
-        (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
-        (clipping(divide=False), "only 3 of its 5 updates were clipped"),  # forgot / K: K times the gradient
-    ],
-)
-def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
-    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
-
-
-# -- acc-clip --------------------------------------------------------------------------
-def token_stream(
-    *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
-):
-    def token_accumulate(model, optimizer, stream, K):
-        micro = list(stream) if look_ahead else stream
-        tokens, seen = 0, 0
-
-        def step():
-            for p in model.parameters():
-                p.grad /= 1 if per_micro_batch_mean else tokens
-            optimizer.step()
-            optimizer.zero_grad()
-
-        for mb in micro:
-            if fp32:  # transformers' loss, summed (num_items_in_batch=1): computed in float32
-                loss = model(**mb, num_items_in_batch=torch.tensor(1)).loss
-            else:
-                loss = accumulation.lm_token_loss_sum(model, mb)
-            (loss / accumulation.count_tokens(mb) / K if per_micro_batch_mean else loss).backward()
-            tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
-            if seen == K:
-                step()
-                tokens, seen = 0, 0
-        if seen and last_window:
-            step()
-
-    return token_accumulate
 
 
 def clip_by_hand(eps: float):
@@ -201,6 +157,50 @@ def test_clipping_fails_the_modulo_loop_on_the_short_last_window(wrong, message)
 @pytest.mark.parametrize(
     "wrong, message",
     [
+        (clipping(per_micro_batch=True), "torch stopped your loop.*unscale_"),  # a second unscale_ in a window
+        (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
+        (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
+        (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
+        (clipping(divide=False), "only 3 of its 5 updates were clipped"),  # forgot / K: K times the gradient
+    ],
+)
+def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
+    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
+
+
+# -- acc-tokens --------------------------------------------------------------------------
+def token_stream(
+    *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
+):
+    def token_accumulate(model, optimizer, stream, K):
+        micro = list(stream) if look_ahead else stream
+        tokens, seen = 0, 0
+
+        def step():
+            for p in model.parameters():
+                p.grad /= 1 if per_micro_batch_mean else tokens
+            optimizer.step()
+            optimizer.zero_grad()
+
+        for mb in micro:
+            if fp32:  # transformers' loss, summed (num_items_in_batch=1): computed in float32
+                loss = model(**mb, num_items_in_batch=torch.tensor(1)).loss
+            else:
+                loss = accumulation.lm_token_loss_sum(model, mb)
+            (loss / accumulation.count_tokens(mb) / K if per_micro_batch_mean else loss).backward()
+            tokens, seen = tokens + accumulation.count_tokens(mb), seen + 1
+            if seen == K:
+                step()
+                tokens, seen = 0, 0
+        if seen and last_window:
+            step()
+
+    return token_accumulate
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
         (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
         (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
         (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
@@ -211,7 +211,15 @@ def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(w
     graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
 
 
-# -- acc-tf-port --------------------------------------------------------------------------
+def test_token_stream_says_a_stream_has_no_len():
+    def counts_first(model, optimizer, stream, K):
+        n_windows = -(-len(stream) // K)  # noqa: F841 - a stream has no len()
+
+    graded_fail(exercises.check_token_stream, counts_first, match="✗.*has no len\\(\\).*loop over it once")
+    assert exercises.check_token_stream(token_stream()) == PASSED
+
+
+# -- acc-norms --------------------------------------------------------------------------
 def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
     # "eval mode is exact": not without running stats
