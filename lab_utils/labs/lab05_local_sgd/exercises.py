@@ -13,13 +13,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from accelerate.local_sgd import LocalSGD
 from torch import nn
 
 from lab_utils.accelerate_meter import fresh_accelerate
 from lab_utils.checks import fingerprint, grader, param_max_diff
 from lab_utils.comm import CommCounter
 from lab_utils.env import dist_info
-from lab_utils.flat import mean_over_ranks
+from lab_utils.flat import flat, mean_over_ranks
 from lab_utils.labs.lab05_local_sgd import task
 from lab_utils.labs.lab05_local_sgd.accelerate_runs import AccelerateRun, run_accelerate
 from lab_utils.launcher import launch
@@ -136,11 +137,43 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
 
-def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[AccelerateRun]:
+def _update_loop_reference(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps) -> None:
+    """lsgd-update-loop's reference, written apart from the solution: LocalSGD stepped after the
+    ``accumulate()`` block whenever it ended with an update (the placement of Hugging Face's examples)."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as local_sgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(inputs), targets))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                local_sgd.step()
+
+
+@dataclass
+class _KeepingParams:
+    """``loop``, after which the unwrapped model's parameters are kept in ``params`` (flat)."""
+
+    loop: Callable[..., Any]
+    params: list[torch.Tensor]
+
+    def __call__(self, accelerator: Any, model: nn.Module, *args: Any, **kwargs: Any) -> None:
+        self.loop(accelerator, model, *args, **kwargs)
+        self.params.append(flat(accelerator.unwrap_model(model)))
+
+
+def _accelerate_rank(loop: Callable[..., Any], cfgs: list[dict[str, Any]]) -> list[tuple[AccelerateRun, float]]:
+    """Each setting run with ``loop`` and with the reference: the run, and how far its final
+    parameters are from the reference's."""
     out = []
-    for cfg in cfgs:  # a fresh Accelerator for each setting
-        with fresh_accelerate():
-            out.append(run_accelerate(loop, **cfg))
+    for cfg in cfgs:
+        params: list[torch.Tensor] = []  # yours, the reference's
+        runs = []
+        for each in (loop, _update_loop_reference):
+            with fresh_accelerate():  # a fresh Accelerator for each run
+                runs.append(run_accelerate(_KeepingParams(each, params), **cfg))
+        out.append((runs[0], (params[0] - params[1]).abs().max().item()))
     return out
 
 
@@ -159,10 +192,13 @@ _UPDATE_LOOP_CFGS = [
     hint="reread section 2: local_sgd.step() counts its calls; which micro-batches end with an update?",
 )
 def check_update_loop(loop: Callable[..., Any]) -> str:
+    """Graded by effect, wherever the loop calls local_sgd.step(): after which optimizer update each
+    averaging ran, that none ran inside an accumulation window, and the final parameters against
+    a reference loop's."""
     ranks = launch(_accelerate_rank, 2, args=(loop, _UPDATE_LOOP_CFGS), timeout=240)
     done = []
     for i, cfg in enumerate(_UPDATE_LOOP_CFGS):
-        r, k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
+        (r, diff), k, acc = ranks[0][i], cfg["local_sgd_steps"], cfg["accumulation"]
         where = f"(accumulation {acc}, {cfg['micro_batches']} micro-batches, local_sgd_steps={k})"
         assert r.num_processes == 2, "the Accelerator saw one process: keep Accelerator setup to run_accelerate"
         assert r.micro_batches == cfg["micro_batches"], (
@@ -173,12 +209,18 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )
         avgs = r.averagings
-        want = r.updates // k + 1  # every k updates, plus once at exit
-        assert len(avgs) == want, (
+        want = [*range(k, r.updates + 1, k), r.updates]  # every k updates, plus once at exit
+        assert len(avgs) == len(want), (
             f"{len(avgs)} averagings in {r.updates} updates {where}; one every {k} updates + 1 at exit"
         )
-        inside = [a.micro_batch for a in avgs if not a.on_update_boundary]
-        assert not inside, f"averagings inside an accumulation window, at micro-batches {inside} {where}"
-        assert r.param_fingerprint == ranks[1][i].param_fingerprint, f"the ranks end apart {where}"
+        inside = [a.updates for a in avgs if not a.on_update_boundary]
+        assert not inside, (
+            f"averagings inside an accumulation window {where}: after updates {inside}, with forwards of the "
+            "next window already run"
+        )
+        after = [a.updates for a in avgs]
+        assert after == want, f"averagings after updates {after}, expected after {want} {where}"
+        assert r.param_fingerprint == ranks[1][i][0].param_fingerprint, f"the ranks end apart {where}"
+        assert diff < 1e-6, f"your final parameters differ from a correct run's by {diff:.2g} {where}"
         done.append(f"{len(avgs)} in {r.updates} updates")
     return f"averagings {' and '.join(done)}, each right after an update"

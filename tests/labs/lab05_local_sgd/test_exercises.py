@@ -12,7 +12,7 @@ from accelerate.local_sgd import LocalSGD
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.labs.lab05_local_sgd import exercises
 from tests.helpers.grading import graded_fail
-from tests.labs.lab05_local_sgd.loops import guide_loop
+from tests.labs.lab05_local_sgd.loops import after_the_block_loop, guide_loop
 from tools.solutions import solution
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -128,9 +128,39 @@ def test_local_sgd_not_attempted(attempt, capsys):
     assert exercises.check_local_sgd(attempt) == NOT_ATTEMPTED
 
 
-# ----------------------------------------------------------------------------- 3: LocalSGD counting updates
+# ----------------------------------------------------------------------------- lsgd-update-loop (exercise 2)
 def test_update_loop_fails_the_guides_loop():  # local_sgd.step() after every micro-batch
     graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
+
+
+update_loop = solution("05_local_sgd", "lsgd-update-loop", {"LocalSGD": LocalSGD, "F": F})["update_loop"]
+
+
+@pytest.mark.parametrize("right", [update_loop, after_the_block_loop])
+def test_update_loop_passes_local_sgd_stepped_inside_or_after_the_accumulate_block(right):
+    """After the block (the meter files the averaging under the next micro-batch): the same averagings
+    after the same updates, the same parameters."""
+    assert exercises.check_update_loop(right) == PASSED
+
+
+def _divides_twice(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Counts updates right, but divides the loss by the accumulation steps, which accelerate does already."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(inputs), targets) / accelerator.gradient_accumulation_steps
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    lsgd.step()
+
+
+def test_update_loop_fails_right_averagings_with_wrong_parameters():
+    graded_fail(
+        exercises.check_update_loop, _divides_twice, match=r"(?s)final parameters differ from a correct run.*hint"
+    )
 
 
 def _counts_by_index(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
