@@ -74,21 +74,31 @@ def _local_sgd_flat(model: nn.Module, opt: torch.optim.Optimizer, batches: Itera
         mean_over_ranks(model.parameters())
 
 
-def _marking(batches: Iterator, counter: CommCounter) -> Iterator:
-    """The batches, a new counted step started before each one but the first, and after the last."""
-    for i, batch in enumerate(batches):
-        if i:
-            counter.mark_step()
-        yield batch
-    counter.mark_step()
+class _Order:
+    """The forwards and optimizer updates of one training, each with the number of collectives
+    counted by then: so each collective is known to come after how many updates, and whether a
+    forward had run since the last one (an averaging between a step's forward and its update)."""
+
+    def __init__(self, model: nn.Module, opt: torch.optim.Optimizer, counter: CommCounter) -> None:
+        self.marks: list[tuple[str, int]] = []
+        model.register_forward_pre_hook(lambda *_: self.marks.append(("forward", len(counter.events))))
+        opt.register_step_post_hook(lambda *_: self.marks.append(("update", len(counter.events))))
+
+    def at(self, n: int) -> tuple[int, bool]:
+        """(updates done, inside a step) when the ``n``-th collective ran."""
+        before = [kind for kind, seen in self.marks if seen <= n]
+        last = len(before) - before[::-1].index("update") if "update" in before else 0
+        return before.count("update"), "forward" in before[last:]
 
 
 @dataclass(frozen=True)
 class _Trained:
-    """One training of exercise 1 on this rank: its collectives as (step, op, bytes), the final
-    parameters (fingerprint, tensors) and their bytes."""
+    """One training of exercise 1 on this rank: its collectives as (updates done, op, bytes), the
+    updates after which a collective ran inside a step (after its forward), the final parameters
+    (fingerprint, tensors) and their bytes."""
 
     events: list[tuple[int, str, int]]
+    inside_a_step: list[int]
     fingerprint: str
     params: list[torch.Tensor]
     param_bytes: int
@@ -103,10 +113,13 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Tr
         model = task.make_model()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         counter = CommCounter()
+        order = _Order(model, opt, counter)
         with counter.track():
-            train(model, opt, _marking(task.rank_batches(x, y, rank, world, steps=steps), counter), H)
+            train(model, opt, task.rank_batches(x, y, rank, world, steps=steps), H)  # a generator, as in the lab
+        when = [order.at(n) for n in range(len(counter.events))]
         out[who] = _Trained(
-            events=[(e.step, e.op, e.nbytes) for e in counter.events],
+            events=[(u, e.op, e.nbytes) for (u, _), e in zip(when, counter.events)],
+            inside_a_step=sorted({u for u, inside in when if inside}),
             fingerprint=fingerprint(model),
             params=[p.detach().clone() for p in model.parameters()],
             param_bytes=nbytes(model.parameters()),
@@ -121,18 +134,29 @@ def _local_sgd_rank(fn: Callable[..., Any], H: int, steps: int) -> dict[str, _Tr
     "averaging, what does all_reduce leave in the buffer, and do the ranks end equal?",
 )
 def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
+    """Graded by what the training does, however the loop draws its batches (a list, a look-ahead):
+    the collectives counted against the optimizer updates done when they ran, the ranks' final
+    models, and the parameters against a local SGD written here."""
     H, steps = 4, 10
     ranks = launch(_local_sgd_rank, 2, args=(local_sgd_fn, H, steps), timeout=120)
     mine = ranks[0]["yours"]
-    want = [H - 1, 2 * H - 1, steps]  # after steps 4 and 8, then at exit (10 is not a multiple of 4)
-    at = sorted({s for s, _, _ in mine.events})
-    assert at == want, f"collectives during steps {at}; local SGD with H={H} over {steps} steps averages at {want}"
-    per_round = [sum(s == w for s, _, _ in mine.events) for w in want]
+    want = [H, 2 * H, steps]  # after updates 4 and 8, then at exit (10 is not a multiple of 4)
+    at = sorted({u for u, _, _ in mine.events})
+    assert at == want, (
+        f"collectives when {at} optimizer updates were done; local SGD with H={H} over {steps} updates "
+        f"averages after updates {want} (the last: the batches ran out between two averagings), and never else"
+    )
+    per_round = [sum(u == w for u, _, _ in mine.events) for w in want]
     assert per_round == [1] * len(want), f"{per_round} collectives per averaging: use one all_reduce of a flat buffer"
     sent = sum(n for _, _, n in mine.events)
     assert sent == len(want) * mine.param_bytes, f"{sent} bytes sent; each averaging sends every parameter once"
     assert ranks[0]["yours"].fingerprint == ranks[1]["yours"].fingerprint, "the ranks end with different models"
     diff = param_max_diff(mine.params, ranks[0]["reference"].params)
+    assert diff < 1e-6 or not mine.inside_a_step, (
+        f"your parameters differ from the reference's by {diff:.2g}: the averagings after updates "
+        f"{mine.inside_a_step} ran after the next step's forward, so that step's gradient was taken before "
+        "the averaging; average right after opt.step()"
+    )
     assert diff < 1e-6, f"your parameters differ from the reference's by {diff:.2g} (divided by the world size?)"
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 

@@ -64,7 +64,7 @@ def test_outer_step_not_attempted(attempt, capsys):
     assert "not attempted" in capsys.readouterr().out
 
 
-# ----------------------------------------------------------------------------- 2: local SGD from scratch
+# ----------------------------------------------------------------------------- lsgd-from-scratch (exercise 1)
 def averages_gradients(model, opt, batches, H):  # DDP by hand: what local SGD avoids
     for xb, yb in batches:
         loss = F.cross_entropy(model(xb), yb)
@@ -107,6 +107,59 @@ forgets_the_division = solution("05_local_sgd", "lsgd-from-scratch", {"torch": t
 ]
 
 
+def _average(model):
+    params = list(model.parameters())
+    buf = torch.cat([p.data.flatten() for p in params])
+    dist.all_reduce(buf)
+    buf /= dist.get_world_size()
+    torch.nn.utils.vector_to_parameters(buf, params)
+
+
+def listed_first(model, opt, batches, H):  # right: the batches drawn into a list before the loop
+    batches = list(batches)
+    for i, (xb, yb) in enumerate(batches):
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        if (i + 1) % H == 0 or i + 1 == len(batches):
+            _average(model)
+
+
+def looks_ahead(model, opt, batches, H):  # right: draws the next batch first, to know the last step
+    it = iter(batches)
+    nxt, done = next(it, None), 0
+    while nxt is not None:
+        (xb, yb), nxt = nxt, next(it, None)
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        done += 1
+        if done % H == 0 or nxt is None:
+            _average(model)
+
+
+def averages_inside_the_step(model, opt, batches, H):  # after the next step's backward, before its update
+    done = 0
+    for xb, yb in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        if done and done % H == 0:
+            _average(model)
+        opt.step()
+        done += 1
+    if done % H:
+        _average(model)
+
+
+local_sgd_flat = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "F": F, "dist": dist})["local_sgd_flat"]
+
+
+@pytest.mark.parametrize("right", [local_sgd_flat, listed_first, looks_ahead])
+def test_local_sgd_passes_however_the_batches_are_drawn(right):
+    """The same 3 all-reduces after the same updates, the same parameters: graded by updates, not draws."""
+    assert exercises.check_local_sgd(right) == PASSED
+
+
 def test_local_sgd_reference_is_private():
     assert not hasattr(exercises, "local_sgd_flat") and "local_sgd_flat" not in exercises.__all__
 
@@ -114,9 +167,10 @@ def test_local_sgd_reference_is_private():
 @pytest.mark.parametrize(
     "wrong, says",
     [
-        (averages_gradients, "collectives during steps"),
-        (per_tensor_no_exit, "collectives during steps"),
+        (averages_gradients, r"collectives when \[0, 1, 2, 3, 4, 5, 6, 7, 8, 9\] optimizer updates were done"),
+        (per_tensor_no_exit, r"collectives when \[4, 8\] optimizer updates were done"),
         (forgets_the_division, "differ from the reference"),
+        (averages_inside_the_step, r"after updates \[4, 8\] ran after the next step's forward"),
     ],
 )
 def test_local_sgd_fails_wrong_loops(wrong, says):
