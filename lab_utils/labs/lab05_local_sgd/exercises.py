@@ -1,8 +1,11 @@
 """Graders of lab 5's exercises, each against a reference computed here.
 
-exercises.check_outer_step(outer_step)        # 1: DiLoCo's outer Nesterov step, on tensors
-exercises.check_local_sgd(local_sgd_flat)     # 2: local SGD from scratch, on 2 real ranks
-exercises.check_update_loop(update_loop)      # 3: LocalSGD counting optimizer updates, 2 ranks
+exercises.check_local_sgd(local_sgd_flat)     # lsgd-from-scratch: local SGD from scratch, on 2 real ranks
+exercises.check_update_loop(update_loop)      # lsgd-update-loop: LocalSGD counting optimizer updates, 2 ranks
+exercises.check_outer_step(outer_step)        # lsgd-outer-step: DiLoCo's outer Nesterov step, on tensors
+
+Each grades what the code does, not its shape: when the parameters are averaged relative to the
+optimizer updates, the collectives, the final parameters.
 """
 
 from __future__ import annotations
@@ -31,6 +34,58 @@ __all__ = ["check_outer_step", "check_local_sgd", "check_update_loop"]
 OUTER_LR, OUTER_MU = 0.7, 0.9
 
 
+def _outer_rounds(step: Callable[..., Any], start: list[torch.Tensor], deltas: list[list[torch.Tensor]]) -> list:
+    """The anchor after each round of ``step(anchor, averaged, momentum)``, where each round the
+    ranks' mean lands ``delta`` below the anchor: the same outer gradients whatever the anchor."""
+    anchor, momentum, out = [a.clone() for a in start], [torch.zeros_like(a) for a in start], []
+    for delta in deltas:
+        step(anchor, [a - d for a, d in zip(anchor, delta)], momentum)
+        out.append([a.clone() for a in anchor])
+    return out
+
+
+def _torch_nesterov(lr: float, mu: float) -> Callable[..., None]:
+    """The outer step as torch.optim.SGD(nesterov=True) takes it, on tensors it keeps itself."""
+    state: dict[str, Any] = {}
+
+    def step(anchor: list[torch.Tensor], averaged: list[torch.Tensor], momentum: list[torch.Tensor]) -> None:
+        if not state:
+            state["params"] = [nn.Parameter(a.clone()) for a in anchor]
+            state["opt"] = torch.optim.SGD(state["params"], lr=lr, momentum=mu, nesterov=True)
+        for p, a, avg in zip(state["params"], anchor, averaged):
+            p.grad = a - avg
+        state["opt"].step()
+        for a, p in zip(anchor, state["params"]):
+            a.copy_(p.detach())
+
+    return step
+
+
+def _outer_mistakes(lr: float, mu: float) -> dict[str, Callable[..., None]]:
+    """Plausible wrong outer steps, each named by what it gets wrong."""
+
+    def rule(sign: float = 1.0, move: str = "nesterov", keep: bool = True) -> Callable[..., None]:
+        def step(anchor, averaged, momentum):
+            for a, avg, m in zip(anchor, averaged, momentum):
+                g = sign * (a - avg)
+                new = mu * m + g
+                a.sub_(lr * {"nesterov": g + mu * new, "heavy ball": new, "plain": g}[move])
+                if keep:
+                    m.copy_(new)
+
+        return step
+
+    return {
+        "the outer gradient points the wrong way: it is anchor - averaged, the way back from where the "
+        "ranks went": rule(sign=-1.0),
+        "your step is lr * g, without momentum; Nesterov's is lr * (g + mu * m), m updated first": rule(move="plain"),
+        "your step is heavy-ball momentum, lr * m (the same as lr * (g + mu * m) with the m from before this "
+        "round); Nesterov's looks ahead with the updated m: lr * (g + mu * m)": rule(move="heavy ball"),
+        "the momentum buffers stay at zero between rounds: update `momentum` in place (m.mul_(mu).add_(g)); "
+        "a new tensor bound to a name is lost when the function returns": rule(keep=False),
+    }
+
+
 @grader(
     "lsgd-outer-step",
     "the DiLoCo outer step",
@@ -38,24 +93,30 @@ OUTER_LR, OUTER_MU = 0.7, 0.9
     "look-ahead use the updated momentum buffer?",
 )
 def check_outer_step(outer_step: Callable[..., Any]) -> str:
+    """Three rounds against torch.optim.SGD(nesterov=True), in float64; each round the ranks' mean
+    lands at a fixed offset from the anchor. A wrong anchor is compared with a few plausible
+    mistakes, so that the ✗ names the one made."""
     gen = torch.Generator().manual_seed(0)
-    start = [torch.randn(5, 3, generator=gen), torch.randn(3, generator=gen)]
-    mine = [a.clone() for a in start]
-    buffers = [torch.zeros_like(a) for a in start]
-    ref = [nn.Parameter(a.clone()) for a in start]
-    opt = torch.optim.SGD(ref, lr=OUTER_LR, momentum=OUTER_MU, nesterov=True)
-    for rnd in range(1, 4):
-        averaged = [a - 0.1 * torch.randn(a.shape, generator=gen) for a in mine]  # the ranks moved a little
-        outer_step(mine, averaged, buffers, lr=OUTER_LR, mu=OUTER_MU)
-        for p, avg in zip(ref, averaged):
-            p.grad = p.detach() - avg
-        opt.step()
-        diff = param_max_diff(mine, ref)
-        assert diff < 1e-6, (
-            f"after outer round {rnd} your anchor differs from torch.optim.SGD(nesterov=True) by {diff:.2g} "
-            f"(update `anchor` and `momentum` in place)"
+    start = [torch.randn(5, 3, generator=gen, dtype=torch.float64), torch.randn(3, generator=gen, dtype=torch.float64)]
+    deltas = [[0.1 * torch.randn(a.shape, generator=gen, dtype=a.dtype) for a in start] for _ in range(3)]
+    mine = _outer_rounds(lambda a, avg, m: outer_step(a, avg, m, lr=OUTER_LR, mu=OUTER_MU), start, deltas)
+    want = _outer_rounds(_torch_nesterov(OUTER_LR, OUTER_MU), start, deltas)
+    wrong = [r for r, (got, ref) in enumerate(zip(mine, want), start=1) if param_max_diff(got, ref) >= 1e-6]
+    if not wrong:
+        return "3 outer rounds equal torch.optim.SGD(lr=0.7, momentum=0.9, nesterov=True)"
+    rnd = wrong[0]
+    diff = param_max_diff(mine[rnd - 1], want[rnd - 1])
+    assert param_max_diff(mine[0], start) > 0, (
+        "your anchor did not move: update `anchor` in place (a.sub_(...) or a.copy_(...)); a new tensor bound "
+        "to a name, or returned, is not seen by the caller"
+    )
+    for mistake, step in _outer_mistakes(OUTER_LR, OUTER_MU).items():
+        assert param_max_diff(mine[-1], _outer_rounds(step, start, deltas)[-1]) >= 1e-9, (
+            f"after outer round {rnd} your anchor differs from torch.optim.SGD(nesterov=True) by {diff:.2g}: {mistake}"
         )
-    return "3 outer rounds equal torch.optim.SGD(lr=0.7, momentum=0.9, nesterov=True)"
+    raise AssertionError(
+        f"after outer round {rnd} your anchor differs from torch.optim.SGD(nesterov=True) by {diff:.2g}"
+    )
 
 
 def _local_sgd_flat(model: nn.Module, opt: torch.optim.Optimizer, batches: Iterator, H: int) -> None:

@@ -22,7 +22,7 @@ def stub(*args, **kwargs):
     raise NotImplementedError()
 
 
-# ----------------------------------------------------------------------------- 1: DiLoCo outer step
+# ----------------------------------------------------------------------------- lsgd-outer-step (exercise 3)
 def outer_nesterov(anchor, averaged, momentum, lr, mu):
     for a, avg, m in zip(anchor, averaged, momentum):
         g = a - avg
@@ -53,9 +53,42 @@ def test_outer_step_passes_nesterov(capsys):
     assert PASSED in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [outer_no_momentum, outer_wrong_sign, outer_heavy_ball])
-def test_outer_step_fails_wrong_updates(wrong):
-    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*hint")
+def outer_rebinds_anchor(anchor, averaged, momentum, lr, mu):  # the right formula, the anchor never written
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m.mul_(mu).add_(g)
+        a = a - lr * (g + mu * m)  # the mistake: rebinds a local name
+
+
+def outer_rebinds_momentum(anchor, averaged, momentum, lr, mu):  # right for one round, the buffers never written
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m = mu * m + g  # the mistake: rebinds a local name
+        a.sub_(lr * (g + mu * m))
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (outer_no_momentum, "lr \\* g, without momentum"),
+        (outer_wrong_sign, "points the wrong way"),
+        (outer_heavy_ball, "heavy-ball momentum"),
+    ],
+)
+def test_outer_step_names_a_formula_error_without_a_word_on_in_place(wrong, says):
+    out = graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*{says}.*hint")
+    assert "in place" not in out
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (outer_rebinds_anchor, "your anchor did not move: update `anchor` in place"),
+        (outer_rebinds_momentum, "round 2 .*momentum buffers stay at zero.*in place"),
+    ],
+)
+def test_outer_step_says_in_place_when_a_tensor_is_not_written(wrong, says):
+    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*{says}.*hint")
 
 
 @pytest.mark.parametrize("attempt", [..., stub])
