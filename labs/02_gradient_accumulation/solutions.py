@@ -11,8 +11,9 @@ exact_layers = {"groupnorm", "rmsnorm", "dropout-eval"}
 
 # %% exercise="acc-tokens"
 def token_accumulate(model, optimizer, stream, K):
-    """Train on a stream of token micro-batches (you cannot look ahead), one optimizer step per K
-    of them (the last window may be short), each equal to one large batch of the window's sequences."""
+    """Train on a stream of token micro-batches (loop over it once: no look-ahead, no len()), one
+    optimizer step per K of them (the last window may be short), each equal to one large batch of
+    the window's sequences."""
     ### BEGIN SOLUTION
     tokens, seen = 0, 0
 
@@ -36,8 +37,9 @@ def token_accumulate(model, optimizer, stream, K):
 
 # %% exercise="acc-clip"
 def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
-    """Train on windows of K micro-batches (x, y), with the loss F.mse_loss scaled by the gradient
-    scaler, and clip the gradient norm to max_norm so that each update equals one clipped large batch."""
+    """Train on windows of K micro-batches (x, y) (the last window may be short), with the loss
+    F.mse_loss scaled by the gradient scaler, and clip the gradient norm to max_norm so that each
+    update equals one clipped large batch."""
     ### BEGIN SOLUTION
     for window in accumulation.windows(micro_batches, K):
         for x, y in window:

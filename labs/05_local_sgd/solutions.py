@@ -7,7 +7,7 @@
 def local_sgd_flat(model, opt, batches, H):
     """Local SGD on this rank: H steps without communication, then every parameter replaced by
     its mean over the ranks with ONE all_reduce; average once more at the end if the last steps
-    were local."""
+    were local. `batches`: a generator of (xb, yb), one per step (no len())."""
     ### BEGIN SOLUTION
     world = dist.get_world_size()
 

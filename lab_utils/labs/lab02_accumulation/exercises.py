@@ -20,7 +20,7 @@ from torch import nn
 from lab_utils import data, models
 from lab_utils.checks import grader, param_max_diff
 from lab_utils.flat import flat
-from lab_utils.labs.lab02_accumulation.losses import count_tokens, lm_token_loss_sum, mse_sum
+from lab_utils.labs.lab02_accumulation.losses import count_items, count_tokens, lm_token_loss_sum, mse_sum
 from lab_utils.labs.lab02_accumulation.reference import large_batch_grads, train_large_batch
 from lab_utils.labs.lab02_accumulation.windowing import windows
 
@@ -51,31 +51,47 @@ def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Opti
 )
 def check_tf_port(tf_style_accumulate: Callable) -> str:
     """``tf_style_accumulate(model, micro_batches, loss_fn)`` returns one buffer per parameter that
-    must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point)."""
-    model, micro = _regression(n_micro=3)  # 3: not a power of two, so a wrong divisor shows
+    must hold the large-batch gradient; ``.grad`` must stay untouched (the buffers are the point).
+    Called once per window, for two windows in a row with an SGD step between them, as a training
+    loop calls it: buffers built once and never zeroed show on the second window."""
+    model, micro = _regression(n_micro=6)  # two windows of 3: not a power of two, so a wrong divisor shows
     params = list(model.parameters())
     rows: list[int] = []
     model.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[0]))
-    got = list(tf_style_accumulate(model, micro, _mse_mean))
-    sizes = [len(b[0]) for b in micro]
-    assert rows == sizes, (
-        f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
-        f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
-    )
-    assert all(p.grad is None for p in params), (
-        "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
-        "and add them into your own buffers, as accum_vars does"
-    )
-    assert len(got) == len(params) and all(g.shape == p.shape for g, p in zip(got, params)), (
-        f"expected {len(params)} buffers shaped like model.parameters(), got {len(got)}"
-    )
-    ref = large_batch_grads(model, micro, loss_sum=mse_sum)
-    ratio = flat(got).norm().item() / flat(ref).norm().item()
-    assert param_max_diff(got, ref) < TOL, (
-        f"the buffers are not the large-batch gradient: their norm is {ratio:.3g} x its norm "
-        f"over {len(micro)} micro-batches"
-    )
-    return f"the buffers hold the gradient of one batch of {len(micro)} micro-batches"
+    before: list[torch.Tensor] = []  # the previous window's buffers, as returned
+    for n, window in enumerate((micro[:3], micro[3:]), start=1):
+        rows.clear()
+        got = list(tf_style_accumulate(model, window, _mse_mean))
+        sizes = [len(b[0]) for b in window]
+        assert rows == sizes, (
+            f"your function ran {len(rows)} forward(s) on batches of {rows} rows; the recipe runs one forward per "
+            f"micro-batch ({sizes}), so that only one micro-batch's activations are alive at a time"
+        )
+        assert all(p.grad is None for p in params), (
+            "your function filled .grad: compute each micro-batch's gradients with torch.autograd.grad "
+            "and add them into your own buffers, as accum_vars does"
+        )
+        assert len(got) == len(params) and all(g.shape == p.shape for g, p in zip(got, params)), (
+            f"expected {len(params)} buffers shaped like model.parameters(), got {len(got)}"
+        )
+        got = [g.detach().clone() for g in got]
+        ref = large_batch_grads(model, window, loss_sum=mse_sum)
+        if n == 2 and param_max_diff(got, ref) >= TOL:
+            stale = param_max_diff([g - b for g, b in zip(got, before)], ref) < TOL
+            assert not stale, (
+                "called for a second window, your buffers held this window's gradient plus the first window's: "
+                "they were not zeroed in between (the recipe runs zero_ops before each window)"
+            )
+        ratio = flat(got).norm().item() / flat(ref).norm().item()
+        assert param_max_diff(got, ref) < TOL, (
+            f"window {n}: the buffers are not the large-batch gradient: their norm is {ratio:.3g} x its norm "
+            f"over {len(window)} micro-batches"
+        )
+        with torch.no_grad():  # the recipe's train_step, so that the second window starts elsewhere
+            for p, g in zip(params, got):
+                p.sub_(0.1 * g)
+        before = got
+    return "2 windows in a row: each time the buffers hold the gradient of one batch of 3 micro-batches"
 
 
 class CountingScaler(torch.amp.GradScaler):
@@ -103,47 +119,67 @@ class CountingScaler(torch.amp.GradScaler):
 def check_clipping(accumulate_with_clipping: Callable) -> str:
     """``accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler)`` must train
     like one large batch per window whose gradient is clipped to ``max_norm`` before each step,
-    with every loss scaled by ``scaler`` (a CPU ``GradScaler``)."""
-    k = 4
-    model, micro = _regression(n_micro=4 * k)
-    mine, ref = copy.deepcopy(model), copy.deepcopy(model)
+    with every loss scaled by ``scaler`` (a CPU ``GradScaler``). The last window is short.
+    Clipped by ``clip_grad_norm_`` (whose factor is ``max_norm / (norm + 1e-6)``) or exactly to
+    ``max_norm`` by hand: either passes."""
+    k, last = 4, 2
+    model, micro = _regression(n_micro=4 * k + last)  # windows of 4, 4, 4, 4 and 2 (section 2.4)
     # max_norm between the windows' norms: some updates are clipped, some not, so the gradient's
     # scale matters (a max_norm that binds on every window would hide a forgotten 1 / K)
     free = copy.deepcopy(model)
     free_norms = train_large_batch(free, _sgd(free, 0.05, 0.9), micro, k, loss_sum=mse_sum)
     low, high = sorted(free_norms)[len(free_norms) // 2 - 1 : len(free_norms) // 2 + 1]
     max_norm = (low + high) / 2  # strictly between two windows' norms
-    norms = train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=max_norm)
-    clipped = sum(n > max_norm for n in norms)
-    if not 0 < clipped < len(norms):  # the grader's own premise
+
+    def large_batch(**kw) -> tuple[nn.Module, list[float]]:
+        ref = copy.deepcopy(model)
+        return ref, train_large_batch(ref, _sgd(ref, 0.05, 0.9), micro, k, loss_sum=mse_sum, max_norm=max_norm, **kw)
+
+    ref, norms = large_batch()
+    exact, _ = large_batch(exact_clip=True)  # a clip written by hand: the same run to ~1e-8
+    clipped, n_windows = sum(n > max_norm for n in norms), len(norms)
+    # the grader's own premises: max_norm binds on some windows only, and it would not hide the
+    # last window's size (divided by K instead, that window's gradient is not clipped)
+    if not 0 < clipped < n_windows or norms[-1] * last / k >= max_norm:
         raise RuntimeError(f"check_clipping: max_norm {max_norm:.3g} must bind on some windows only: {norms}")
-    scaler = CountingScaler()
+    mine, scaler = copy.deepcopy(model), CountingScaler()
     try:
         accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, max_norm, scaler)
     except RuntimeError as err:
         raise AssertionError(f"torch stopped your loop: {err}") from None
-    n_windows = len(norms)
     assert scaler.calls["scale"] == len(micro), (
         f"scaler.scale was called {scaler.calls['scale']} times for {len(micro)} micro-batches: scale every loss"
     )
     assert scaler.calls["step"] == scaler.calls["update"] == n_windows, (
         f"scaler.step / update were called {scaler.calls['step']} / {scaler.calls['update']} times "
-        f"for {n_windows} windows: once per window each"
+        f"for {n_windows} windows of K = {k} micro-batches, the last of {last} ({len(micro)} micro-batches): "
+        "once per window each, the short last window included (section 2.4)"
     )
     assert param_max_diff(mine, model) > 0, "the parameters did not move: step the optimizer once per window"
-    gap, moved = param_max_diff(mine, ref), param_max_diff(mine, model) / param_max_diff(ref, model)
+    gap = min(param_max_diff(mine, ref), param_max_diff(mine, exact))
+    if gap >= TOL:  # a last window divided by K instead of its size: that mistake, named
+        by_k, _ = large_batch(items=lambda big: max(count_items(big), k * count_items(micro[0])))
+        assert param_max_diff(mine, by_k) >= TOL, (
+            f"the last window holds {last} micro-batches and your loop divided its loss by K = {k}: its update "
+            f"is {last}/{k} of one large batch of those {last} (section 2.4: divide by the window's real size)"
+        )
+    moved = param_max_diff(mine, model) / param_max_diff(ref, model)
     assert gap < TOL, (
         f"after {n_windows} updates your parameters differ from the clipped large batch's by {gap:.1e} "
         f"(they moved {moved:.2g} x as far). max_norm was {max_norm:.3g}; the large batch's gradient norms "
         f"were {', '.join(f'{n:.3g}' for n in norms)}, so only {clipped} of its {n_windows} updates were "
         "clipped: is your window's gradient the large batch's (its scale included) when you clip it?"
     )
-    return f"{n_windows} updates through the scaler ({clipped} clipped), equal to the clipped large batch"
+    return (
+        f"{n_windows} updates through the scaler (the last of {last} micro-batches; {clipped} clipped), "
+        "equal to the clipped large batch"
+    )
 
 
 class Stream:
     """Micro-batches handed out one at a time: micro-batch ``i`` only once the model has run the
-    forward of micro-batch ``i - 1`` (a data stream you cannot look ahead in)."""
+    forward of micro-batch ``i - 1`` (a data stream you cannot look ahead in). An iterable only:
+    ``len(stream)`` and ``stream[i]`` raise TypeError, as for a generator."""
 
     def __init__(self, micro_batches: list, model: nn.Module) -> None:
         self.micro_batches, self.forwards, self.served = micro_batches, 0, 0
@@ -183,7 +219,16 @@ def check_token_stream(token_accumulate: Callable) -> str:
     opt, stream = _sgd(mine, 0.5), Stream(micro, mine)
     steps = []
     opt.register_step_post_hook(lambda *_: steps.append(stream.served))
-    token_accumulate(mine, opt, stream, k)
+    try:
+        token_accumulate(mine, opt, stream, k)
+    except TypeError as err:
+        if "'Stream'" not in str(err):
+            raise
+        raise AssertionError(
+            f"your code raised TypeError ({err}): the stream is an iterable only, with no len() and no "
+            "indexing, as a generator: loop over it once (for mb in stream) and count the micro-batches and "
+            "tokens as they arrive; the last window is the one the loop ends in"
+        ) from None
     train_large_batch(ref, _sgd(ref, 0.5), micro, k, loss_sum=lm_token_loss_sum, items=count_tokens)
     want = [min(i + k, len(micro)) for i in range(0, len(micro), k)]
     assert steps == want, (
@@ -205,7 +250,8 @@ LAYERS: dict[str, tuple[Callable[[], nn.Module], bool]] = {
 }
 
 
-def _accumulates_exactly(layer: Callable[[], nn.Module], train_mode: bool) -> bool:
+def _gap_to_large_batch(layer: Callable[[], nn.Module], train_mode: bool) -> float:
+    """How far the model with ``layer``, trained with the loop of section 1, ends from one large batch."""
     k = 4
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), layer(), nn.ReLU(), nn.Linear(16, 2)).to(F64)
@@ -219,7 +265,7 @@ def _accumulates_exactly(layer: Callable[[], nn.Module], train_mode: bool) -> bo
         opt.step()
         opt.zero_grad()
     train_large_batch(ref, _sgd(ref, 0.1), micro, k, loss_sum=mse_sum)
-    return param_max_diff(mine, ref) < TOL
+    return param_max_diff(mine, ref)
 
 
 @grader(
@@ -234,6 +280,17 @@ def check_norms(exact_layers: Iterable[str]) -> str:
     chosen = set(exact_layers)
     unknown = chosen - set(LAYERS)
     assert not unknown, f"unknown names {sorted(unknown)}: choose among {list(LAYERS)}"
-    safe = {name for name, (layer, train_mode) in LAYERS.items() if _accumulates_exactly(layer, train_mode)}
-    assert chosen == safe, f"{len(chosen & safe)} right, {len(chosen ^ safe)} wrong (each model trained twice)"
+    gaps = {name: _gap_to_large_batch(layer, train_mode) for name, (layer, train_mode) in LAYERS.items()}
+    safe = {name for name, gap in gaps.items() if gap < TOL}
+    wrong = [
+        f"{name!r} is in your set, but trained with accumulation it ends {gaps[name]:.1e} from the large batch"
+        if name in chosen
+        else f"{name!r} is not in your set, but trained with accumulation it ends {gaps[name]:.0e} from the large "
+        "batch: float64 rounding, so exact"
+        for name in LAYERS
+        if (name in chosen) != (name in safe)
+    ]
+    assert not wrong, (
+        f"{len(LAYERS) - len(wrong)} right, {len(wrong)} wrong (each model trained twice):\n  " + "\n  ".join(wrong)
+    )
     return f"all {len(LAYERS)} models trained both ways"

@@ -38,9 +38,14 @@ def train_large_batch(
     loss_sum: LossSum,
     items: Items = count_items,
     max_norm: float | None = None,
+    exact_clip: bool = False,
 ) -> list[float]:
     """One step per window of ``k`` micro-batches taken as one batch (the last may be short), clipped
-    to ``max_norm`` if given; returns each update's gradient norm before clipping."""
+    to ``max_norm`` if given; returns each update's gradient norm before clipping.
+
+    Clipping is ``clip_grad_norm_``'s, whose factor ``max_norm / (norm + 1e-6)`` leaves a clipped
+    gradient a little shorter than ``max_norm``; ``exact_clip`` scales it to ``max_norm`` exactly,
+    as a clip written by hand does (``min(1, max_norm / norm)``)."""
     norms = []
     for window in windows(micro_batches, k):
         big = concat_batches(window)
@@ -48,7 +53,10 @@ def train_large_batch(
         (loss_sum(model, big) / items(big)).backward()
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         norms.append(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])).item())
-        if max_norm is not None:
+        if max_norm is not None and exact_clip:
+            for g in grads:
+                g.mul_(min(1.0, max_norm / norms[-1]))
+        elif max_norm is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)

@@ -27,11 +27,15 @@ __all__ = ["Averaging", "AccelerateRun", "run_accelerate"]
 
 @dataclass(frozen=True)
 class Averaging:
-    """One LocalSGD averaging: the micro-batch (index) it ran in, and whether that micro-batch
-    ended with an optimizer update (one at index ``micro_batches`` is the averaging at exit)."""
+    """One LocalSGD averaging: the micro-batch (index) the meter filed it under (one at index
+    ``micro_batches`` is the averaging at exit; one placed after the ``accumulate()`` block is
+    filed under the next micro-batch), whether it fell on an update boundary (no forward had run
+    since the last optimizer update: not inside an accumulation window), and how many optimizer
+    updates were done when it ran. The last two come from the order of events, not the filing."""
 
     micro_batch: int
     on_update_boundary: bool
+    updates: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,23 @@ def run_accelerate(
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    inner = accelerator.unwrap_model(model)
     with LoopMeter(direct=True) as meter:  # barriers too: LocalSGD waits for everyone before each averaging
         meter.watch(accelerator, (model, optimizer, loader, scheduler))
+        # what happened in which order: ("forward" | "update", collectives counted by then)
+        order: list[tuple[str, int]] = []
+        hooks = [
+            inner.register_forward_pre_hook(lambda *_: order.append(("forward", len(meter.counter.events)))),
+            optimizer.optimizer.register_step_post_hook(lambda *_: order.append(("update", len(meter.counter.events)))),
+        ]
         loop(accelerator, model, optimizer, scheduler, loader, **loop_kwargs)
+    for hook in hooks:
+        hook.remove()
     events, flags = meter.counter.events, meter.record["sync"]
-    inner = accelerator.unwrap_model(model)
     n_tensors = len(list(inner.parameters()))
-    direct = [e for e in events if e.source == "torch.distributed" and e.op != "barrier"]
+    direct = [i for i, e in enumerate(events) if e.source == "torch.distributed" and e.op != "barrier"]
     # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
-    avg_at = [direct[i].step for i in range(0, len(direct), n_tensors)]
+    averagings = [_averaging(events[i].step, [kind for kind, seen in order if seen <= i]) for i in direct[::n_tensors]]
     out = AccelerateRun(
         num_processes=accelerator.num_processes,
         distributed_type=str(accelerator.distributed_type),
@@ -99,7 +111,7 @@ def run_accelerate(
         n_param_tensors=n_tensors,
         param_bytes=nbytes(inner.parameters()),
         barriers=[e.step for e in events if e.op == "barrier"],
-        averagings=[Averaging(s, s >= len(flags) or flags[s]) for s in avg_at],
+        averagings=averagings,
         param_fingerprint=fingerprint(inner.parameters()),
         buffer_fingerprint=fingerprint(b for b in inner.buffers() if b.is_floating_point()),
         rank=accelerator.process_index,
@@ -107,3 +119,9 @@ def run_accelerate(
     del model, optimizer, loader, scheduler, inner
     accelerator.free_memory()
     return out
+
+
+def _averaging(micro_batch: int, before: list[str]) -> Averaging:
+    """The averaging filed under ``micro_batch`` that came after ``before`` (forwards and updates, in order)."""
+    since_update = before[len(before) - before[::-1].index("update") :] if "update" in before else before
+    return Averaging(micro_batch, "forward" not in since_update, before.count("update"))

@@ -10,7 +10,7 @@ from lab_utils.labs.lab02_accumulation import exercises
 from tests.helpers.grading import graded_fail
 
 
-# -- acc-norms --------------------------------------------------------------------------
+# -- acc-tf-port --------------------------------------------------------------------------
 def tf_port(divide: bool):
     def tf_style_accumulate(model, micro_batches, loss_fn):
         params = list(model.parameters())
@@ -26,6 +26,31 @@ def tf_port(divide: bool):
 def test_tf_port_passes_with_the_division_and_fails_as_the_seed_wrote_it(capsys):
     assert exercises.check_tf_port(tf_port(divide=True)) == PASSED
     graded_fail(exercises.check_tf_port, tf_port(divide=False), match="✗.*norm is 3 x")  # the recipe: a sum of 3 means
+
+
+def tf_port_built_once(zero_each_window: bool):
+    """Buffers built once, as TensorFlow's variables are, and zeroed before each window (zero_ops) or never."""
+    accum_vars = []
+
+    def tf_style_accumulate(model, micro_batches, loss_fn):
+        params = list(model.parameters())
+        if not accum_vars:
+            accum_vars.extend(torch.zeros_like(p) for p in params)
+        if zero_each_window:
+            for acc in accum_vars:
+                acc.zero_()
+        for mb in micro_batches:
+            for acc, g in zip(accum_vars, torch.autograd.grad(loss_fn(model, mb), params)):
+                acc.add_(g / len(micro_batches))
+        return accum_vars
+
+    return tf_style_accumulate
+
+
+def test_tf_port_with_buffers_built_once_passes_zeroed_and_fails_never_reset():
+    assert exercises.check_tf_port(tf_port_built_once(zero_each_window=True)) == PASSED
+    # one call alone cannot tell: the second window shows the first one's gradient still in the buffers
+    graded_fail(exercises.check_tf_port, tf_port_built_once(zero_each_window=False), match="✗.*not zeroed in between")
 
 
 def test_tf_port_fails_when_it_fills_grad_instead_of_buffers():
@@ -45,7 +70,7 @@ def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
     graded_fail(exercises.check_tf_port, one_big_grad, match="1 forward.*one forward per micro-batch")
 
 
-# -- acc-tokens --------------------------------------------------------------------------
+# -- acc-clip --------------------------------------------------------------------------
 def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
         def clip():
@@ -71,6 +96,64 @@ def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler:
     return accumulate_with_clipping
 
 
+def clip_by_hand(eps: float):
+    """Clipped by hand after unscale_: exactly to max_norm (eps=0), or with clip_grad_norm_'s 1e-6."""
+
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        for window in accumulation.windows(micro_batches, K):
+            for x, y in window:
+                scaler.scale(F.mse_loss(model(x), y) / len(window)).backward()
+            scaler.unscale_(optimizer)
+            grads = [p.grad for p in model.parameters()]
+            norm = torch.sqrt(sum((g**2).sum() for g in grads))
+            if norm > max_norm:
+                for g in grads:
+                    g.mul_(max_norm / (norm + eps))
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+    return accumulate_with_clipping
+
+
+def modulo_loop(*, step_the_rest: bool):
+    """Section 1's `if (i + 1) % K == 0` loop, each loss / K; with a step after the loop for the rest, or not."""
+
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        def step():
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+        for i, (x, y) in enumerate(micro_batches):
+            scaler.scale(F.mse_loss(model(x), y) / K).backward()
+            if (i + 1) % K == 0:
+                step()
+        if step_the_rest and len(micro_batches) % K:
+            step()
+
+    return accumulate_with_clipping
+
+
+# clip_grad_norm_, or by hand exactly to max_norm (not clip_grad_norm_'s 1e-6: the same clip), or with its 1e-6
+@pytest.mark.parametrize("right", [clipping(), clip_by_hand(0.0), clip_by_hand(1e-6)])
+def test_clipping_passes_clip_grad_norm_and_a_clip_written_by_hand(right):
+    assert exercises.check_clipping(right) == PASSED
+
+
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (modulo_loop(step_the_rest=False), r"called 4 / 4 times for 5 windows .*the short last window included"),
+        (modulo_loop(step_the_rest=True), "last window holds 2 micro-batches and your loop divided its loss by K"),
+    ],
+)
+def test_clipping_fails_the_modulo_loop_on_the_short_last_window(wrong, message):
+    graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
@@ -78,14 +161,14 @@ def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler:
         (clipping(per_micro_batch=True, unscale=False), "clipped large batch"),  # clips partial, scaled sums
         (clipping(unscale=False), "clipped large batch"),  # clips the scaled gradient: 2^16 times too long
         (clipping(use_scaler=False), "scaler.scale was called 0 times"),  # right parameters, scaler ignored
-        (clipping(divide=False), "only 2 of its 4 updates were clipped"),  # forgot / K: K times the gradient
+        (clipping(divide=False), "only 3 of its 5 updates were clipped"),  # forgot / K: K times the gradient
     ],
 )
 def test_clipping_fails_per_micro_batch_without_unscale_or_without_the_scaler(wrong, message):
     graded_fail(exercises.check_clipping, wrong, match=f"✗.*{message}")
 
 
-# -- acc-clip --------------------------------------------------------------------------
+# -- acc-tokens --------------------------------------------------------------------------
 def token_stream(
     *, per_micro_batch_mean: bool = False, look_ahead: bool = False, last_window: bool = True, fp32: bool = False
 ):
@@ -128,13 +211,25 @@ def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(w
     graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
 
 
-# -- acc-tf-port --------------------------------------------------------------------------
+def test_token_stream_says_a_stream_has_no_len():
+    def counts_first(model, optimizer, stream, K):
+        n_windows = -(-len(stream) // K)  # noqa: F841 - a stream has no len()
+
+    graded_fail(exercises.check_token_stream, counts_first, match="✗.*has no len\\(\\).*loop over it once")
+    assert exercises.check_token_stream(token_stream()) == PASSED
+
+
+# -- acc-norms --------------------------------------------------------------------------
 def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     assert exercises.check_norms({"groupnorm", "rmsnorm", "dropout-eval"}) == PASSED
     # "eval mode is exact": not without running stats
     graded_fail(
         exercises.check_norms, {"groupnorm", "rmsnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="✗.*1 wrong"
     )
+    # the ✗ names each layer it got wrong, both ways
+    out = graded_fail(exercises.check_norms, {"groupnorm", "dropout-eval", "batchnorm-untracked-eval"}, match="2 wrong")
+    assert "'batchnorm-untracked-eval' is in your set, but trained with accumulation it ends" in out
+    assert "'rmsnorm' is not in your set" in out and "'groupnorm'" not in out
     graded_fail(exercises.check_norms, {"layernorm"}, match="unknown names")
     graded_fail(exercises.check_norms, "groupnorm", match="give a set of names")
 

@@ -105,3 +105,18 @@ def test_clipping_reference_clips_the_window_gradient():
     assert norms == pytest.approx([full])
     # the step is lr * the gradient scaled to norm 0.01 (clip_grad_norm_ adds 1e-6 to the norm)
     assert (flat(a) - flat(model)).norm().item() == pytest.approx(0.1 * 0.01, rel=1e-5)
+
+
+def test_exact_clip_scales_to_max_norm_itself_and_leaves_short_gradients_alone():
+    model, micro = regression_setup(n_micro=4)
+    (a, oa), (b, ob) = pair(model, lr=0.1)
+    norms = train_large_batch(a, oa, micro, 4, loss_sum=mse_sum, max_norm=0.01, exact_clip=True)
+    train_large_batch(b, ob, micro, 4, loss_sum=mse_sum, max_norm=0.01)
+    assert norms[0] > 0.01
+    # the step is lr * the gradient scaled to norm 0.01 exactly; clip_grad_norm_'s 1e-6 makes it shorter
+    assert (flat(a) - flat(model)).norm().item() == pytest.approx(0.1 * 0.01, rel=1e-12)
+    assert 0 < param_max_diff(a, b) < 1e-8
+    (c, oc), (d, od) = pair(model, lr=0.1)
+    train_large_batch(c, oc, micro, 4, loss_sum=mse_sum, max_norm=10.0, exact_clip=True)  # does not bind
+    train_large_batch(d, od, micro, 4, loss_sum=mse_sum)
+    assert param_max_diff(c, d) == 0

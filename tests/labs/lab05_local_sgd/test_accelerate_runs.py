@@ -17,7 +17,7 @@ from accelerate.local_sgd import LocalSGD
 
 from lab_utils.labs.lab05_local_sgd import run_accelerate
 from lab_utils.launcher import launch
-from tests.labs.lab05_local_sgd.loops import guide_loop
+from tests.labs.lab05_local_sgd.loops import after_the_block_loop, guide_loop
 from tools.solutions import solution
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -38,6 +38,7 @@ ACC = {  # name: (loop, settings)
     "guide": (guide_loop, dict(local_sgd_steps=8)),
     "trap": (guide_loop, dict(local_sgd_steps=3)),
     "update": (update_loop, dict(local_sgd_steps=3)),
+    "after the block": (after_the_block_loop, dict(local_sgd_steps=3)),
     "bn": (guide_loop, dict(local_sgd_steps=8, batchnorm=True)),
 }
 
@@ -68,6 +69,8 @@ def test_accelerate_averaging_schedule(acc, name):
     want = expected_averagings(loop is guide_loop, cfg["local_sgd_steps"], 2)
     assert [(a.micro_batch, a.on_update_boundary) for a in r.averagings] == want
     assert r.num_processes == 2 and r.micro_batches == 32 and r.updates == 16
+    # updates done when each averaging ran: counted from the order of events, as the filing says
+    assert [a.updates for a in r.averagings] == [sum(r.sync_flags[: m + 1]) for m, _ in want]
     assert not [e for e in r.events if e.source == "ddp-hook"]  # no gradient sync
     direct = [e for e in r.events if e.source == "torch.distributed" and e.op != "barrier"]
     assert len(direct) == 8 * len(want)  # one per tensor
@@ -76,6 +79,16 @@ def test_accelerate_averaging_schedule(acc, name):
     assert {e.group_size for e in r.events} == {2}
     assert sum(e.nbytes for e in direct) == len(want) * PBYTES
     assert acc[0][name].param_fingerprint == acc[1][name].param_fingerprint
+
+
+def test_an_averaging_after_the_accumulate_block_is_filed_under_the_next_micro_batch(acc):
+    """The same averagings as the solution's (after updates 3, 6, ..., 15 and at exit), each on an
+    update boundary, though the meter files each under the micro-batch after its update."""
+    r, update = acc[0]["after the block"], acc[0]["update"]
+    assert [a.updates for a in r.averagings] == [a.updates for a in update.averagings] == [3, 6, 9, 12, 15, 16]
+    assert all(a.on_update_boundary for a in r.averagings)
+    assert [a.micro_batch for a in r.averagings][:-1] == [a.micro_batch + 1 for a in update.averagings][:-1]
+    assert r.param_fingerprint == update.param_fingerprint
 
 
 def test_accelerate_without_local_sgd_syncs_once_per_update(acc):

@@ -12,7 +12,7 @@ from accelerate.local_sgd import LocalSGD
 from lab_utils.checks import FAILED, NOT_ATTEMPTED, PASSED
 from lab_utils.labs.lab05_local_sgd import exercises
 from tests.helpers.grading import graded_fail
-from tests.labs.lab05_local_sgd.loops import guide_loop
+from tests.labs.lab05_local_sgd.loops import after_the_block_loop, guide_loop
 from tools.solutions import solution
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
@@ -22,7 +22,7 @@ def stub(*args, **kwargs):
     raise NotImplementedError()
 
 
-# ----------------------------------------------------------------------------- 1: DiLoCo outer step
+# ----------------------------------------------------------------------------- lsgd-outer-step (exercise 3)
 def outer_nesterov(anchor, averaged, momentum, lr, mu):
     for a, avg, m in zip(anchor, averaged, momentum):
         g = a - avg
@@ -53,9 +53,42 @@ def test_outer_step_passes_nesterov(capsys):
     assert PASSED in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("wrong", [outer_no_momentum, outer_wrong_sign, outer_heavy_ball])
-def test_outer_step_fails_wrong_updates(wrong):
-    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*hint")
+def outer_rebinds_anchor(anchor, averaged, momentum, lr, mu):  # the right formula, the anchor never written
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m.mul_(mu).add_(g)
+        a = a - lr * (g + mu * m)  # the mistake: rebinds a local name
+
+
+def outer_rebinds_momentum(anchor, averaged, momentum, lr, mu):  # right for one round, the buffers never written
+    for a, avg, m in zip(anchor, averaged, momentum):
+        g = a - avg
+        m = mu * m + g  # the mistake: rebinds a local name
+        a.sub_(lr * (g + mu * m))
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (outer_no_momentum, "lr \\* g, without momentum"),
+        (outer_wrong_sign, "points the wrong way"),
+        (outer_heavy_ball, "heavy-ball momentum"),
+    ],
+)
+def test_outer_step_names_a_formula_error_without_a_word_on_in_place(wrong, says):
+    out = graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*{says}.*hint")
+    assert "in place" not in out
+
+
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (outer_rebinds_anchor, "your anchor did not move: update `anchor` in place"),
+        (outer_rebinds_momentum, "round 2 .*momentum buffers stay at zero.*in place"),
+    ],
+)
+def test_outer_step_says_in_place_when_a_tensor_is_not_written(wrong, says):
+    graded_fail(exercises.check_outer_step, wrong, match=f"(?s){FAILED}.*{says}.*hint")
 
 
 @pytest.mark.parametrize("attempt", [..., stub])
@@ -64,7 +97,7 @@ def test_outer_step_not_attempted(attempt, capsys):
     assert "not attempted" in capsys.readouterr().out
 
 
-# ----------------------------------------------------------------------------- 2: local SGD from scratch
+# ----------------------------------------------------------------------------- lsgd-from-scratch (exercise 1)
 def averages_gradients(model, opt, batches, H):  # DDP by hand: what local SGD avoids
     for xb, yb in batches:
         loss = F.cross_entropy(model(xb), yb)
@@ -107,6 +140,59 @@ forgets_the_division = solution("05_local_sgd", "lsgd-from-scratch", {"torch": t
 ]
 
 
+def _average(model):
+    params = list(model.parameters())
+    buf = torch.cat([p.data.flatten() for p in params])
+    dist.all_reduce(buf)
+    buf /= dist.get_world_size()
+    torch.nn.utils.vector_to_parameters(buf, params)
+
+
+def listed_first(model, opt, batches, H):  # right: the batches drawn into a list before the loop
+    batches = list(batches)
+    for i, (xb, yb) in enumerate(batches):
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        if (i + 1) % H == 0 or i + 1 == len(batches):
+            _average(model)
+
+
+def looks_ahead(model, opt, batches, H):  # right: draws the next batch first, to know the last step
+    it = iter(batches)
+    nxt, done = next(it, None), 0
+    while nxt is not None:
+        (xb, yb), nxt = nxt, next(it, None)
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        done += 1
+        if done % H == 0 or nxt is None:
+            _average(model)
+
+
+def averages_inside_the_step(model, opt, batches, H):  # after the next step's backward, before its update
+    done = 0
+    for xb, yb in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        if done and done % H == 0:
+            _average(model)
+        opt.step()
+        done += 1
+    if done % H:
+        _average(model)
+
+
+local_sgd_flat = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "F": F, "dist": dist})["local_sgd_flat"]
+
+
+@pytest.mark.parametrize("right", [local_sgd_flat, listed_first, looks_ahead])
+def test_local_sgd_passes_however_the_batches_are_drawn(right):
+    """The same 3 all-reduces after the same updates, the same parameters: graded by updates, not draws."""
+    assert exercises.check_local_sgd(right) == PASSED
+
+
 def test_local_sgd_reference_is_private():
     assert not hasattr(exercises, "local_sgd_flat") and "local_sgd_flat" not in exercises.__all__
 
@@ -114,9 +200,10 @@ def test_local_sgd_reference_is_private():
 @pytest.mark.parametrize(
     "wrong, says",
     [
-        (averages_gradients, "collectives during steps"),
-        (per_tensor_no_exit, "collectives during steps"),
+        (averages_gradients, r"collectives when \[0, 1, 2, 3, 4, 5, 6, 7, 8, 9\] optimizer updates were done"),
+        (per_tensor_no_exit, r"collectives when \[4, 8\] optimizer updates were done"),
         (forgets_the_division, "differ from the reference"),
+        (averages_inside_the_step, r"after updates \[4, 8\] ran after the next step's forward"),
     ],
 )
 def test_local_sgd_fails_wrong_loops(wrong, says):
@@ -128,9 +215,39 @@ def test_local_sgd_not_attempted(attempt, capsys):
     assert exercises.check_local_sgd(attempt) == NOT_ATTEMPTED
 
 
-# ----------------------------------------------------------------------------- 3: LocalSGD counting updates
+# ----------------------------------------------------------------------------- lsgd-update-loop (exercise 2)
 def test_update_loop_fails_the_guides_loop():  # local_sgd.step() after every micro-batch
     graded_fail(exercises.check_update_loop, guide_loop, match=f"(?s){FAILED}.*averagings in 8 updates.*hint")
+
+
+update_loop = solution("05_local_sgd", "lsgd-update-loop", {"LocalSGD": LocalSGD, "F": F})["update_loop"]
+
+
+@pytest.mark.parametrize("right", [update_loop, after_the_block_loop])
+def test_update_loop_passes_local_sgd_stepped_inside_or_after_the_accumulate_block(right):
+    """After the block (the meter files the averaging under the next micro-batch): the same averagings
+    after the same updates, the same parameters."""
+    assert exercises.check_update_loop(right) == PASSED
+
+
+def _divides_twice(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """Counts updates right, but divides the loss by the accumulation steps, which accelerate does already."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(inputs), targets) / accelerator.gradient_accumulation_steps
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                if accelerator.sync_gradients:
+                    lsgd.step()
+
+
+def test_update_loop_fails_right_averagings_with_wrong_parameters():
+    graded_fail(
+        exercises.check_update_loop, _divides_twice, match=r"(?s)final parameters differ from a correct run.*hint"
+    )
 
 
 def _counts_by_index(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
