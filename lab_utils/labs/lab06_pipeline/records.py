@@ -58,10 +58,11 @@ class StageRuns:
 
 @dataclass(frozen=True)
 class Interleaved:
-    """One recorded step of ``measure_interleaved`` on one rank: both its stages' events (seconds,
-    one clock, by start), its messages, and each stage's flattened gradient by stage index."""
+    """The recorded steps of ``measure_interleaved`` on one rank: per repeat, both its stages'
+    events (seconds, one clock, by start); the last step's messages; each stage's flattened
+    gradient by stage index."""
 
-    events: list[Event]
+    events: list[list[Event]]
     messages: list[CommEvent]
     grads: dict[int, torch.Tensor]
 

@@ -128,32 +128,35 @@ def measure(
     return out
 
 
-def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> Interleaved:
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, repeats: int = 1) -> Interleaved:
     """Run ``step_fn(parts, inputs, targets)`` with two stages per rank (rank r holds
     ``parts = {r: ..., r + p: ...}`` of 2p stages, e.g. for ``ScheduleInterleaved1F1B``):
-    one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
+    one untimed step, then ``repeats`` recorded ones. Returns each repeat's events, the last
+    step's messages, and its gradients by stage index."""
     me = dist_info()
     rank, p, dev = me.rank, me.world_size, me.device
     parts = stages.split(stages.model(spec), 2 * p)
     mine = {idx: parts[idx].to(dev) for idx in (rank, rank + p)}
     xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
     step_fn(mine, xs, ys)  # warm-up
-    for part in mine.values():
-        part.zero_grad(set_to_none=True)
-    dist.barrier()
-    with contextlib.ExitStack() as stack:
-        recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
-        with traffic.counter().track() as sent:
-            step_fn(mine, xs, ys)
-    t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
-    shifted = (
-        dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
-        for rec in recorders
-        for e in rec.events
-    )
-    events = sorted(shifted, key=lambda e: e.start)
+    per_repeat = []
+    for _ in range(repeats):
+        for part in mine.values():
+            part.zero_grad(set_to_none=True)
+        dist.barrier()
+        with contextlib.ExitStack() as stack:
+            recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
+            with traffic.counter().track() as sent:
+                step_fn(mine, xs, ys)
+        t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
+        shifted = (
+            dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
+            for rec in recorders
+            for e in rec.events
+        )
+        per_repeat.append(sorted(shifted, key=lambda e: e.start))
     out = Interleaved(
-        events=events,
+        events=per_repeat,
         messages=sent.events,
         grads={idx: flat(part, grads=True) for idx, part in mine.items()},
     )
