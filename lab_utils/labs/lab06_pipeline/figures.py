@@ -3,7 +3,7 @@
 from lab_utils.labs.lab06_pipeline import figures
 figures.timeline(events_per_stage, title="GPipe, p = 2, m = 4")   # stage x time, by micro-batch
 figures.timelines({"GPipe": ev1, "1F1B": ev2})                    # side by side, one row each
-figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked", "replay", "replay_blocked"}
+figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked", "replay", "replay_blocked"[, "flops"]}
 figures.bubble(rows)            # rows: {"p", "m", "measured"} (and "replay": free messages)
 figures.memory({"GPipe": [b0, b1], "1F1B": [...]})                # bytes in flight per stage
 figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (modelled)
@@ -78,14 +78,17 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event]]]) -> go.Figure:
 def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
     """Against the work per piece (ms, log axis), one recorded step per point: its idle fraction
     and the part blocked in send / recv (stamped); the same pieces replayed with free messages,
-    and the part of that a blocking loop spends in a receive; the formula as a dashed line."""
+    and the part of that a blocking loop spends in a receive; when rows carry "flops", the idle
+    fraction of pieces as long as their FLOPs (the stages' imbalance alone); the formula, dashed."""
     xs = [r["piece_ms"] for r in rows]
-    traces = (
+    traces = [
         ("measured", "measured idle", "solid", 10, palette(0)),
         ("blocked", "measured: blocked in send / recv", "solid", 8, palette(1)),
         ("replay", "replay, free messages: idle", "dot", 9, palette(2)),
         ("replay_blocked", "replay: in a receive", "dot", 7, palette(3)),
-    )
+    ]
+    if all("flops" in r for r in rows):
+        traces.append(("flops", "stages' FLOPs, free messages: idle", "dashdot", 7, palette(4)))
     fig = go.Figure(
         [
             go.Scatter(
@@ -102,13 +105,13 @@ def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
     fig.add_trace(level(min(xs), max(xs), formula_value, name="(p-1)/(m+p-1)", line=dict(dash="dash", color="gray")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    legend_beside(fig)
-    return style(
+    style(
         fig,
-        title="idle time as the work per micro-batch grows: measured, free-message replay, formula",
+        title="idle time against work per micro-batch: measured, replayed, formula",
         xaxis="compute per forward or backward (ms, log)",
         yaxis="idle",
     )
+    return legend_beside(fig)
 
 
 def bubble(rows: Sequence[Mapping]) -> go.Figure:

@@ -40,6 +40,7 @@ __all__ = [
     "formula",
     "formula_split",
     "schedule_split",
+    "fill_drain",
     "busy_seconds",
     "order",
     "order_1f1b",
@@ -257,6 +258,18 @@ def schedule_split(events_per_stage: Sequence[Iterable[Event]]) -> Idle:
     t1 = t0 + span(stages)
     before_last = sum(max(e.end for e in ev) - t0 - busy_seconds(ev) for ev in stages)
     return Idle(bubble(stages), before_last / (len(stages) * (t1 - t0)))
+
+
+def fill_drain(durations: Sequence[tuple[float, float]], m: int) -> list[list[Event]]:
+    """GPipe's timeline, free messages, for stages whose every forward takes ``durations[s][0]``
+    and every backward ``durations[s][1]`` (seconds, FLOPs, any unit): each piece as soon as its
+    input exists (``replay`` of the fill-drain order). Unequal stages idle more than the formula:
+    ``bubble(fill_drain([(1, 1), (1, 2)], 4))`` is 8/28 where the formula gives 6/30."""
+    orders = []
+    for s, (t_f, t_b) in enumerate(durations):
+        pieces = [("F", i, t_f) for i in range(m)] + [("B", i, t_b) for i in range(m)]
+        orders.append([Event(s, kind, i, j, j + d) for j, (kind, i, d) in enumerate(pieces)])
+    return replay(orders)
 
 
 def order(events: Iterable[Event]) -> list[str]:

@@ -55,3 +55,5 @@ def test_work_draws_measured_replay_their_blocked_parts_and_the_formula():
     assert list(measured.y) == [0.9, 0.3] and list(blocked.y) == [0.8, 0.2] and list(line.y) == [0.2, 0.2]
     assert list(replayed.y) == [0.3, 0.21] and list(replay_blocked.y) == [0.2, 0.14]
     assert list(measured.x) == [1.0, 10.0]
+    *_, flops, line = figures.work([{**r, "flops": 0.25} for r in rows], 0.2).data
+    assert list(flops.y) == [0.25, 0.25] and "FLOPs" in flops.name

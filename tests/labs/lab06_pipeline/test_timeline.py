@@ -11,6 +11,7 @@ from lab_utils.labs.lab06_pipeline.records import Event, Run
 from lab_utils.labs.lab06_pipeline.timeline import (
     Recorder,
     bubble,
+    fill_drain,
     formula,
     formula_split,
     idle_split,
@@ -263,3 +264,12 @@ def test_replay_runs_two_stages_per_rank_on_one_clock():
     out = replay(per_rank)
     assert [(e.stage, e.kind, e.start) for e in out[0]] == [(0, "F", 0), (2, "F", 2), (2, "B", 5), (0, "B", 7)]
     assert [(e.stage, e.kind, e.start) for e in out[1]] == [(1, "F", 1), (3, "F", 3), (3, "B", 4), (1, "B", 6)]
+
+
+def test_fill_drain_with_equal_and_unequal_stages():
+    assert bubble(fill_drain([(1.0, 2.0)] * 3, 5)) == pytest.approx(formula(3, 5))
+    # stage 0's backward half of stage 1's: by hand (see test_schedule_split_sees_an_imbalance) 8/28
+    uneven = fill_drain([(1, 1), (1, 2)], 4)
+    assert bubble(uneven) == pytest.approx(8 / 28)
+    assert schedule_split(uneven).between == pytest.approx(1 / 28)
+    assert order(uneven[0]) == [f"F{i}" for i in range(4)] + [f"B{i}" for i in range(4)]
