@@ -143,8 +143,9 @@ def _measured_1f1b() -> dict[int, tuple[int, float]]:
 @grader(
     "pipe-choose-m",
     "choose m for a memory budget and a bubble limit",
-    hint="reread section 4: the bubble falls as m grows; under 1F1B stage 0 keeps min(m, p) micro-batches "
-    "of batch / m samples, and torch's Schedule1F1B refuses m < p; try the divisors of the batch from p up",
+    hint="reread section 4: the formula's bubble (p - 1) / (m + p - 1) falls as m grows; under 1F1B stage 0 "
+    "keeps min(m, p) micro-batches of batch / m samples, and torch's Schedule1F1B refuses m < p; try the divisors "
+    "of the batch from p up",
 )
 def check_choose_m(choose_m: Callable[..., int | None]) -> str:
     p, batch = CHOOSE_P, CHOOSE_SPEC.batch

@@ -3,8 +3,8 @@
 from lab_utils.labs.lab06_pipeline import figures
 figures.timeline(events_per_stage, title="GPipe, p = 2, m = 4")   # stage x time, by micro-batch
 figures.timelines({"GPipe": ev1, "1F1B": ev2})                    # side by side, one row each
-figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked"}: p = 2, more work per piece
-figures.bubble(rows)            # rows: {"p", "m", "measured", "formula"}
+figures.work(rows, formula)     # rows: {"piece_ms", "measured", "blocked", "replay", "replay_blocked"[, "flops"]}
+figures.bubble(rows)            # rows: {"p", "m", "measured"} (and "replay": free messages)
 figures.memory({"GPipe": [b0, b1], "1F1B": [...]})                # bytes in flight per stage
 figures.traffic(seconds)        # {link: {"pipeline": s, "DDP": s}} (modelled)
 """
@@ -76,31 +76,47 @@ def timelines(runs: Mapping[str, Sequence[Iterable[Event]]]) -> go.Figure:
 
 
 def work(rows: Sequence[Mapping], formula_value: float) -> go.Figure:
-    """Measured idle fraction and the part of it blocked in send / recv (stamped), against the work
-    per piece (ms, log axis); the formula's bubble as a dashed line."""
+    """Against the work per piece (ms, log axis), one recorded step per point: its idle fraction
+    and the part blocked in send / recv (stamped); the same pieces replayed with free messages,
+    and the part of that a blocking loop spends in a receive; when rows carry "flops", the idle
+    fraction of pieces as long as their FLOPs (the stages' imbalance alone); the formula, dashed."""
     xs = [r["piece_ms"] for r in rows]
+    traces = [
+        ("measured", "measured idle", "solid", 10, palette(0)),
+        ("blocked", "measured: blocked in send / recv", "solid", 8, palette(1)),
+        ("replay", "replay, free messages: idle", "dot", 9, palette(2)),
+        ("replay_blocked", "replay: in a receive", "dot", 7, palette(3)),
+    ]
+    if all("flops" in r for r in rows):
+        traces.append(("flops", "stages' FLOPs, free messages: idle", "dashdot", 7, palette(4)))
     fig = go.Figure(
         [
-            go.Scatter(x=xs, y=[r[key] for r in rows], mode="lines+markers", name=name, marker=dict(size=size, color=c))
-            for key, name, size, c in (
-                ("measured", "measured idle", 10, palette(0)),
-                ("blocked", "blocked in send / recv", 8, palette(1)),
+            go.Scatter(
+                x=xs,
+                y=[r[key] for r in rows],
+                mode="lines+markers",
+                name=name,
+                line=dict(dash=dash, color=c),
+                marker=dict(size=size, color=c),
             )
+            for key, name, dash, size, c in traces
         ]
     )
     fig.add_trace(level(min(xs), max(xs), formula_value, name="(p-1)/(m+p-1)", line=dict(dash="dash", color="gray")))
     fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    return style(
+    style(
         fig,
-        title="the bubble approaches the formula as work per micro-batch grows (measured)",
+        title="idle time against work per micro-batch: measured, replayed, formula",
         xaxis="compute per forward or backward (ms, log)",
         yaxis="idle",
     )
+    return legend_beside(fig)
 
 
 def bubble(rows: Sequence[Mapping]) -> go.Figure:
-    """Measured idle fraction (markers) against (p - 1) / (m + p - 1) (lines), per p, over m."""
+    """Measured idle fraction (markers), and when rows carry it the same pieces replayed with free
+    messages (open markers), against (p - 1) / (m + p - 1) (lines), per p, over m."""
     fig = go.Figure()
     for i, p in enumerate(sorted({r["p"] for r in rows})):
         mine = sorted((r for r in rows if r["p"] == p), key=lambda r: r["m"])
@@ -116,6 +132,16 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
                 name=f"p = {p}: (p-1)/(m+p-1)",
             )
         )
+        if all("replay" in r for r in mine):
+            fig.add_trace(
+                go.Scatter(
+                    x=ms,
+                    y=[r["replay"] for r in mine],
+                    mode="markers",
+                    marker=dict(color=color, size=10, symbol="circle-open", line=dict(width=2)),
+                    name=f"p = {p}: replay, free messages",
+                )
+            )
         fig.add_trace(
             go.Scatter(
                 x=ms,
@@ -125,8 +151,9 @@ def bubble(rows: Sequence[Mapping]) -> go.Figure:
                 name=f"p = {p}: measured",
             )
         )
+    fig.update_xaxes(type="log")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
-    return style(fig, title="the bubble: idle fraction of the stages", xaxis="micro-batches m", yaxis="idle")
+    return style(fig, title="the bubble: idle fraction of the stages", xaxis="micro-batches m (log)", yaxis="idle")
 
 
 def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:

@@ -6,7 +6,7 @@ records with ``timeline``) import this module and not each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -31,14 +31,20 @@ class Event:
 @dataclass(frozen=True)
 class Run:
     """One m on one stage (``measure``): each repeat's events (seconds) and live peak (bytes held
-    for backward at once), and the last step's messages, flattened gradient and forward calls."""
+    for backward at once), and the last step's messages, flattened gradient and forward calls.
+    Per repeat as well: its messages (``messages_per_repeat``, so that the idle time of one step
+    splits with that step's own stamps), this rank's seconds from the barrier to the end of its
+    step (``step_s``), and the same for the uninstrumented steps, when asked for (``plain_s``)."""
 
     events: list[list[Event]]
     live_peak: list[int]
-    messages: list[CommEvent]  # start / end on the events' clock
+    messages: list[CommEvent]  # the last repeat's; start / end on the events' clock
     grads: torch.Tensor
     forward_calls: int
     recomputed: int
+    messages_per_repeat: list[list[CommEvent]] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    plain_s: list[float] = field(default_factory=list)  # no recorder, no counter, no hooks
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,11 @@ class StageRuns:
 
 @dataclass(frozen=True)
 class Interleaved:
-    """One recorded step of ``measure_interleaved`` on one rank: both its stages' events (seconds,
-    one clock, by start), its messages, and each stage's flattened gradient by stage index."""
+    """The recorded steps of ``measure_interleaved`` on one rank: per repeat, both its stages'
+    events (seconds, one clock, by start); the last step's messages; each stage's flattened
+    gradient by stage index."""
 
-    events: list[Event]
+    events: list[list[Event]]
     messages: list[CommEvent]
     grads: dict[int, torch.Tensor]
 

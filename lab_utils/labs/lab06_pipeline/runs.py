@@ -4,6 +4,7 @@
     res[1].runs[4].events             # stage 1's forwards and backwards, one list per repeat
     res[0].runs[4].grads              # stage 0's gradient after one step (flattened)
     launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
+    launch(runs.ping_pong, 2, args=(96 * 1024,))[0]   # round trips of one message, by itself
 
 A step function (a lab cell) gets ``stage`` (rank r's stage r), ``inputs`` and ``targets`` (all m
 micro-batches on every rank; the middle stages use only their shapes), accumulates the gradient
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -36,6 +38,7 @@ __all__ = [
     "this_stage",
     "measure",
     "measure_interleaved",
+    "ping_pong",
     "ddp_bytes",
 ]
 
@@ -63,12 +66,16 @@ def measure(
     *,
     repeats: int = 1,
     warmup: int = 1,
+    plain: int = 0,
     boundaries: Sequence[int] | None = None,
     wrap: Wrap | None = None,
 ) -> StageRuns:
     """Run ``step_fn`` for each m in ``ms`` (``warmup`` untimed steps first, then ``repeats``
     recorded ones; ``wrap(stage)`` replaces the stage, e.g. checkpointed). Per m: each repeat's
-    events and live peak, the last step's messages, gradient and forward calls (and recomputed)."""
+    events, live peak, messages and step seconds, the last step's gradient and forward calls (and
+    recomputed). ``plain``: as many steps again with no instrument at all, each timed from the
+    barrier to the step's return (a control for what the instruments cost), taken in turn with
+    the recorded ones so that both see the same machine."""
     me = dist_info()
     rank, dev = me.rank, me.device  # one GPU per stage under nccl
     stage = this_stage(spec, boundaries)
@@ -82,8 +89,16 @@ def measure(
             with traffic.counter().track():  # counted only so that a hang here can be named (watch)
                 step_fn(stage, xs, ys)
             _phase(rank, "done")
-        events, live = [], []
-        for _ in range(repeats):
+        events, live, messages, step_s, plain_s = [], [], [], [], []
+        for i in range(max(repeats, plain)):
+            if i < plain:
+                stage.zero_grad(set_to_none=True)
+                dist.barrier()
+                t0 = time.perf_counter()
+                step_fn(stage, xs, ys)
+                plain_s.append(time.perf_counter() - t0)
+            if i >= repeats:
+                continue
             stage.zero_grad(set_to_none=True)
             dist.barrier()  # every rank's clock starts here
             _phase(rank, "step")
@@ -93,50 +108,81 @@ def measure(
                 CallCounter(stage) as calls,
             ):
                 step_fn(stage, xs, ys)
+                step_s.append(time.perf_counter() - rec.start)
             _phase(rank, "done")
             events.append(rec.events)
             live.append(rec.live.peak)
+            messages.append(sent.events)
         out.runs[m] = Run(
             events=events,
             live_peak=live,  # per repeat: the most bytes held for backward at once (measured live)
-            messages=sent.events,
+            messages=messages[-1],
             grads=flat(stage, grads=True),
             forward_calls=sum(calls.forward.values()),
             recomputed=sum(calls.recomputed.values()),
+            messages_per_repeat=messages,
+            step_s=step_s,
+            plain_s=plain_s,
         )
     dist.barrier()
     return out
 
 
-def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int) -> Interleaved:
+def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, repeats: int = 1) -> Interleaved:
     """Run ``step_fn(parts, inputs, targets)`` with two stages per rank (rank r holds
     ``parts = {r: ..., r + p: ...}`` of 2p stages, e.g. for ``ScheduleInterleaved1F1B``):
-    one untimed step, one recorded. Returns its events, messages and gradients by stage index."""
+    one untimed step, then ``repeats`` recorded ones. Returns each repeat's events, the last
+    step's messages, and its gradients by stage index."""
     me = dist_info()
     rank, p, dev = me.rank, me.world_size, me.device
     parts = stages.split(stages.model(spec), 2 * p)
     mine = {idx: parts[idx].to(dev) for idx in (rank, rank + p)}
     xs, ys = ([t.to(dev) for t in ts] for ts in stages.micro_batches(spec, m))
     step_fn(mine, xs, ys)  # warm-up
-    for part in mine.values():
-        part.zero_grad(set_to_none=True)
-    dist.barrier()
-    with contextlib.ExitStack() as stack:
-        recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
-        with traffic.counter().track() as sent:
-            step_fn(mine, xs, ys)
-    t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
-    shifted = (
-        dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
-        for rec in recorders
-        for e in rec.events
-    )
-    events = sorted(shifted, key=lambda e: e.start)
+    per_repeat = []
+    for _ in range(repeats):
+        for part in mine.values():
+            part.zero_grad(set_to_none=True)
+        dist.barrier()
+        with contextlib.ExitStack() as stack:
+            recorders = [stack.enter_context(timeline.Recorder(part, idx)) for idx, part in mine.items()]
+            with traffic.counter().track() as sent:
+                step_fn(mine, xs, ys)
+        t0 = min(rec.start for rec in recorders)  # the recorders start microseconds apart: one origin
+        shifted = (
+            dataclasses.replace(e, start=e.start + rec.start - t0, end=e.end + rec.start - t0)
+            for rec in recorders
+            for e in rec.events
+        )
+        per_repeat.append(sorted(shifted, key=lambda e: e.start))
     out = Interleaved(
-        events=events,
+        events=per_repeat,
         messages=sent.events,
         grads={idx: flat(part, grads=True) for idx, part in mine.items()},
     )
+    dist.barrier()
+    return out
+
+
+def ping_pong(nbytes: int, rounds: int = 30, warmup: int = 3) -> list[float]:
+    """A message's cost by itself: rank 0 sends ``nbytes`` (float32) to rank 1 with ``dist.send``,
+    rank 1 sends them back, ``rounds`` times after ``warmup`` untimed ones. On rank 0, the
+    seconds of each round trip (two messages, each waking its receiver); [] on the other ranks
+    (ranks above 1 take no part). Run on every rank of a launch."""
+    me = dist_info()
+    buf = torch.zeros(nbytes // 4, device=me.device)
+    out: list[float] = []
+    dist.barrier()
+    for i in range(warmup + rounds):
+        if me.rank == 0:
+            t0 = time.perf_counter()
+            dist.send(buf, dst=1)
+            dist.recv(buf, src=1)
+            if i >= warmup:
+                out.append(time.perf_counter() - t0)
+        elif me.rank == 1:
+            dist.recv(buf, src=0)
+            dist.send(buf, dst=0)
     dist.barrier()
     return out
 

@@ -4,6 +4,7 @@
     parts = stages.split(stages.model(spec), 2, boundaries=[3])   # [blocks 0-2, blocks 3-7]
     xs, ys = stages.micro_batches(spec, m=4)                # the batch cut into 4 micro-batches
     grads = stages.reference_grads(spec)                    # one process, the whole batch
+    stages.piece_flops(spec, p=2, m=4)                      # [(forward, backward) FLOPs] per stage
 
 The loss is the mean over the whole batch, so a pipeline of m micro-batches divides each
 micro-batch's mean loss by m (as accumulation does).
@@ -11,6 +12,7 @@ micro-batch's mean loss by m (as accumulation does).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ __all__ = [
     "micro_batches",
     "loss_fn",
     "reference_grads",
+    "piece_flops",
 ]
 
 
@@ -138,3 +141,30 @@ def reference_grads(spec: Spec) -> torch.Tensor:
     x, y = batch(spec)
     loss_fn(net(x), y).backward()
     return flat(net, grads=True)
+
+
+def piece_flops(spec: Spec, p: int, m: int) -> list[tuple[int, int]]:
+    """FLOPs of one forward and of one backward of one micro-batch on each of the p stages of
+    ``spec`` (split evenly), counted by ``lab_utils.memory.recompute.count_flops`` (matrix
+    products), as in a pipeline: stage 0's input is the data, which needs no gradient, so its first
+    Linear computes none for it; every later stage's input does. The loss is not counted."""
+    from lab_utils.memory.recompute import count_flops  # FlopCounterMode: only where it is used
+
+    x = micro_batches(spec, m)[0][0]
+    out = []
+    for s, part in enumerate(split(model(spec), p)):
+        held: list[torch.Tensor] = []  # the stage's output, kept from the forward for the backward
+        xi = x.detach().clone().requires_grad_(s > 0)
+        forward = count_flops(functools.partial(_forward_into, part, xi, held))
+        backward = count_flops(functools.partial(_backward_of, held))
+        out.append((forward, backward))
+        x = held[0].detach()
+    return out
+
+
+def _forward_into(part: nn.Module, x: torch.Tensor, held: list[torch.Tensor]) -> None:
+    held.append(part(x))
+
+
+def _backward_of(held: list[torch.Tensor]) -> None:
+    held[0].backward(torch.ones_like(held[0]))

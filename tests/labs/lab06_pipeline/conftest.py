@@ -83,6 +83,8 @@ def _counted() -> dict:
 def _all() -> dict:
     return {
         "hand": runs.measure(two_stage, SPEC, [1, M], warmup=1),
+        "repeated": runs.measure(two_stage, SPEC, [M], warmup=0, repeats=2, plain=3),
+        "ping": runs.ping_pong(64, rounds=3, warmup=1),
         "ckpt": runs.measure(two_stage, SPEC, [M], warmup=0, wrap=Checkpointed),
         "torch": {
             k: runs.measure(functools.partial(exercises.schedule_step, k), SPEC, [M], warmup=0)

@@ -34,6 +34,8 @@ def test_bubble_draws_the_formula_and_the_points():
     line, points = fig.data
     assert list(line.y) == [formula(2, m) for m in range(1, 5)]
     assert list(points.x) == [1, 4]
+    line, replayed, points = figures.bubble([{**r, "replay": 0.25} for r in rows]).data
+    assert list(replayed.y) == [0.25, 0.25] and "free messages" in replayed.name and list(points.y) == [0.3, 0.3]
 
 
 def test_memory_and_traffic():
@@ -44,8 +46,14 @@ def test_memory_and_traffic():
     assert "modelled" in fig.layout.title.text
 
 
-def test_work_draws_measured_blocked_and_the_formula():
-    rows = [{"piece_ms": 1.0, "measured": 0.9, "blocked": 0.8}, {"piece_ms": 10.0, "measured": 0.3, "blocked": 0.2}]
-    measured, blocked, line = figures.work(rows, 0.2).data
+def test_work_draws_measured_replay_their_blocked_parts_and_the_formula():
+    rows = [
+        {"piece_ms": 1.0, "measured": 0.9, "blocked": 0.8, "replay": 0.3, "replay_blocked": 0.2},
+        {"piece_ms": 10.0, "measured": 0.3, "blocked": 0.2, "replay": 0.21, "replay_blocked": 0.14},
+    ]
+    measured, blocked, replayed, replay_blocked, line = figures.work(rows, 0.2).data
     assert list(measured.y) == [0.9, 0.3] and list(blocked.y) == [0.8, 0.2] and list(line.y) == [0.2, 0.2]
+    assert list(replayed.y) == [0.3, 0.21] and list(replay_blocked.y) == [0.2, 0.14]
     assert list(measured.x) == [1.0, 10.0]
+    *_, flops, line = figures.work([{**r, "flops": 0.25} for r in rows], 0.2).data
+    assert list(flops.y) == [0.25, 0.25] and "FLOPs" in flops.name

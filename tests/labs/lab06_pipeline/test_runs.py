@@ -70,7 +70,7 @@ def test_interleaved_runs_two_stages_per_rank_to_the_same_gradient(ranks):
     by_stage = {i: g for r in ranks for i, g in r["interleaved"].grads.items()}
     assert sorted(by_stage) == [0, 1, 2, 3] and set(ranks[0]["interleaved"].grads) == {0, 2}
     assert (torch.cat([by_stage[i] for i in range(4)]) - _grads(ranks, "hand")).abs().max() <= 1e-12
-    events = ranks[1]["interleaved"].events
+    (events,) = ranks[1]["interleaved"].events  # one repeat
     assert {e.stage for e in events} == {1, 3} and len(events) == 2 * 2 * M
     assert all(a.start <= b.start for a, b in zip(events, events[1:]))
 
@@ -88,3 +88,25 @@ def test_ddp_bytes_are_the_parameters(ranks):
     ddp = ranks[0]["ddp"]
     assert ddp.bytes == ddp.param_bytes == sum(p.numel() * 8 for p in stages.model(SPEC).parameters())
     assert sum(ddp.buckets) == ddp.bytes and all(b > 0 for b in ddp.buckets)
+
+
+def test_each_repeat_keeps_its_own_messages_and_step_time(ranks):
+    for r in ranks:
+        run = r["repeated"].runs[M]
+        assert len(run.events) == len(run.messages_per_repeat) == len(run.step_s) == 2
+        assert run.messages is run.messages_per_repeat[-1]
+        # fill-drain on 2 stages: one send and one receive per micro-batch, in every repeat
+        assert all(len(msgs) == 2 * M for msgs in run.messages_per_repeat)
+        assert run.messages_per_repeat[0] is not run.messages_per_repeat[1]
+        for events, msgs, step in zip(run.events, run.messages_per_repeat, run.step_s):
+            assert max(e.end for e in events) <= step and all(0 <= m.start <= m.end <= step for m in msgs)
+        assert len(run.plain_s) == 3 and all(t > 0 for t in run.plain_s)
+    for i in range(2):
+        idle = timeline.idle_split([r["repeated"].runs[M] for r in ranks], i)
+        assert 0 < idle.blocked <= idle.measured
+        assert idle.blocked + idle.between == pytest.approx(idle.measured)
+
+
+def test_ping_pong_times_round_trips_on_rank_0(ranks):
+    assert len(ranks[0]["ping"]) == 3 and all(t > 0 for t in ranks[0]["ping"])
+    assert ranks[1]["ping"] == []

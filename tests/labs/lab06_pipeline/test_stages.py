@@ -68,3 +68,11 @@ def test_uneven_model_keeps_the_boundary_shape():
     net = stages.model(spec)
     assert len(net) == 3
     assert stages.check_shapes(stages.split(net, 3), stages.batch(spec)[0]) == [(4, 8)] * 3
+
+
+def test_piece_flops_count_the_missing_input_gradient_of_stage_0():
+    # a micro-batch of 3 rows through Linear(8, 8): 2 x 3 x 8 x 8 = 384 FLOPs forward; backward the
+    # weight's gradient (384) and, except on stage 0 whose input is the data, the input's (384)
+    one = 2 * 3 * 8 * 8
+    assert stages.piece_flops(stages.Spec(depth=2, width=8, batch=12), 2, 4) == [(one, one), (one, 2 * one)]
+    assert stages.piece_flops(stages.Spec(depth=4, width=8, batch=12), 2, 4) == [(2 * one, 3 * one), (2 * one, 4 * one)]

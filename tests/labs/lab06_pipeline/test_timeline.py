@@ -8,7 +8,19 @@ from torch import nn
 
 from lab_utils.comm import CommEvent
 from lab_utils.labs.lab06_pipeline.records import Event, Run
-from lab_utils.labs.lab06_pipeline.timeline import Recorder, bubble, formula, idle_split, order, replay
+from lab_utils.labs.lab06_pipeline.timeline import (
+    Recorder,
+    bubble,
+    fill_drain,
+    formula,
+    formula_split,
+    idle_split,
+    median_repeat,
+    order,
+    order_1f1b,
+    replay,
+    schedule_split,
+)
 from tests.labs.lab06_pipeline.schedules import Checkpointed
 
 
@@ -142,9 +154,9 @@ def test_live_bytes_see_a_graph_kept_longer_than_its_order_says():
     assert rec.live.now == 0
 
 
-def _recorded(events, messages) -> Run:
+def _recorded(events, messages, per_repeat=None) -> Run:
     """A ``runs.measure`` record of one m with only its events and messages filled in."""
-    return Run(events, [0] * len(events), messages, torch.zeros(0), 0, 0)
+    return Run(events, [0] * len(events), messages, torch.zeros(0), 0, 0, messages_per_repeat=per_repeat or [])
 
 
 def test_idle_split_takes_blocked_time_from_the_stamps():
@@ -163,3 +175,101 @@ def test_idle_split_takes_blocked_time_from_the_stamps():
     assert idle.measured == pytest.approx(1 - 4 / 8)
     assert idle.blocked == pytest.approx((1.5 + 1.0) / 8)  # overlapping intervals counted once
     assert idle.between == pytest.approx(idle.measured - idle.blocked)
+
+
+def test_idle_split_takes_each_repeats_own_stamps():
+    # two repeats of the same 2-stage step; stage 1 waits in a receive 0-1 in the first, 0-0.5 in the second
+    evs = [
+        [Event(0, "F", 0, 0.0, 1.0), Event(0, "B", 0, 3.0, 4.0)],
+        [Event(1, "F", 0, 1.0, 2.0), Event(1, "B", 0, 2.0, 3.0)],
+    ]
+    first, second = [CommEvent("recv", 0, start=0.0, end=1.0)], [CommEvent("recv", 0, start=0.0, end=0.5)]
+    runs_ = [_recorded([evs[0]] * 2, [], [[], []]), _recorded([evs[1]] * 2, second, [first, second])]
+    assert idle_split(runs_, 0).blocked == pytest.approx(1.0 / 8)
+    assert idle_split(runs_, 1).blocked == pytest.approx(0.5 / 8)
+    for i in (0, 1):
+        idle = idle_split(runs_, i)
+        assert idle.blocked + idle.between == pytest.approx(idle.measured)
+    # a record with only the last repeat's stamps refuses an earlier repeat rather than mixing steps
+    with pytest.raises(ValueError, match="repeat 0 has no stamped messages"):
+        idle_split([_recorded([evs[0]] * 2, []), _recorded([evs[1]] * 2, second)], 0)
+
+
+def test_formula_split_is_the_hand_arithmetic():
+    # p = 2, m = 4, t_F = 1, t_B = 2: a step of (4 + 1) x 3 = 15 units on 2 stages (30 stage-units).
+    # stage 0: F0-F3 at 0-4, waits 4-7 in the receive of its first gradient (3 units blocked);
+    # stage 1: waits 0-1 in its first receive (1 blocked), last backward 11-13, then 13-15 idle
+    # after its last send while stage 0 runs B3 (2 units between)
+    idle = formula_split(2, 4)
+    assert idle.measured == pytest.approx(6 / 30) == pytest.approx(formula(2, 4))
+    assert idle.blocked == pytest.approx(4 / 30)
+    assert idle.between == pytest.approx(2 / 30)
+    # with t_B = t_F the tail is a third of the bubble: blocked 3/20, between 1/20 of p x (5 x 2)
+    even = formula_split(2, 4, t_f=1.0, t_b=1.0)
+    assert (even.blocked, even.between) == (pytest.approx(3 / 20), pytest.approx(1 / 20))
+    with pytest.raises(ValueError, match="durations must be > 0"):
+        formula_split(2, 4, t_b=0.0)
+
+
+@pytest.mark.parametrize(("p", "m", "f", "b"), [(2, 4, 1.0, 2.0), (2, 1, 1.0, 2.0), (3, 3, 1.0, 3.0), (4, 8, 2.0, 1.0)])
+def test_schedule_split_of_the_ideal_timeline_is_formula_split(p, m, f, b):
+    ideal = _gpipe(p, m, f, b)
+    want = formula_split(p, m, t_f=f, t_b=b)
+    got = schedule_split(ideal)
+    assert got.measured == pytest.approx(want.measured) and got.blocked == pytest.approx(want.blocked)
+    assert schedule_split(replay(ideal)).blocked == pytest.approx(want.blocked)
+
+
+def test_schedule_split_sees_an_imbalance():
+    # stage 0's backward half of stage 1's (its first layer computes no input gradient): the
+    # free-message replay idles more than the formula, and stage 1's tail shrinks
+    uneven = [
+        [
+            Event(
+                e.stage,
+                e.kind,
+                e.micro_batch,
+                e.start,
+                e.start + (1 if e.kind == "B" and e.stage == 0 else e.end - e.start),
+            )
+            for e in st
+        ]
+        for st in _gpipe(2, 4)
+    ]
+    got = schedule_split(replay(uneven))
+    # by hand: stage 1 F 1-5, B 5-7 ... 11-13; stage 0 F 0-4, B 7-8, 9-10, 11-12, 13-14: span 14
+    assert got.measured == pytest.approx(1 - (8 + 12) / 28)
+    assert got.between == pytest.approx(1 / 28)  # stage 1 ends at 13, the step at 14
+
+
+def test_median_repeat_picks_one_step():
+    steps = [_gpipe(2, 4), _gpipe(2, 1), _gpipe(2, 8)]  # bubbles 0.2, 0.5, 1/9
+    per_rank = [[steps[i][s] for i in range(3)] for s in range(2)]
+    assert median_repeat(per_rank) == 0
+    assert median_repeat([r[:2] for r in per_rank]) == 0  # of two, the lower middle: 0.2 < 0.5
+    with pytest.raises(ValueError, match="same, non-zero number"):
+        median_repeat([per_rank[0], per_rank[1][:2]])
+
+
+def test_order_1f1b():
+    assert order_1f1b(2, 0, 4) == ["F0", "F1", "B0", "F2", "B1", "F3", "B2", "B3"]
+    assert order_1f1b(2, 1, 4) == ["F0", "B0", "F1", "B1", "F2", "B2", "F3", "B3"]
+    assert order_1f1b(3, 0, 2) == ["F0", "F1", "B0", "B1"]  # m < p: it is a fill-drain
+
+
+def test_replay_runs_two_stages_per_rank_on_one_clock():
+    # 4 stages on 2 ranks (rank r holds stages r and r + 2), one micro-batch, each piece 1 unit:
+    # the 4 forwards and 4 backwards form one chain, so the replay takes 8 units whatever the ranks
+    per_rank = [[Event(s, k, 0, 0, 1) for k, s in (("F", r), ("F", r + 2), ("B", r + 2), ("B", r))] for r in (0, 1)]
+    out = replay(per_rank)
+    assert [(e.stage, e.kind, e.start) for e in out[0]] == [(0, "F", 0), (2, "F", 2), (2, "B", 5), (0, "B", 7)]
+    assert [(e.stage, e.kind, e.start) for e in out[1]] == [(1, "F", 1), (3, "F", 3), (3, "B", 4), (1, "B", 6)]
+
+
+def test_fill_drain_with_equal_and_unequal_stages():
+    assert bubble(fill_drain([(1.0, 2.0)] * 3, 5)) == pytest.approx(formula(3, 5))
+    # stage 0's backward half of stage 1's: by hand (see test_schedule_split_sees_an_imbalance) 8/28
+    uneven = fill_drain([(1, 1), (1, 2)], 4)
+    assert bubble(uneven) == pytest.approx(8 / 28)
+    assert schedule_split(uneven).between == pytest.approx(1 / 28)
+    assert order(uneven[0]) == [f"F{i}" for i in range(4)] + [f"B{i}" for i in range(4)]
