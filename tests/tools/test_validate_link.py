@@ -49,6 +49,7 @@ def test_namespaces_are_removed_when_the_body_fails():
 
 
 @pytest.mark.skipif(REASON is not None, reason=REASON or "")
+@pytest.mark.slow
 def test_runs_on_a_shaped_link_and_writes_its_table(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the ranks must not depend on the caller's directory
     config = reallink.Config(rounds=(3.0, 1.0, 0.3), ks=(1, 2), repeats=1, micro_batch=64, timeout_s=180)

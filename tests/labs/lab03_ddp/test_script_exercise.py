@@ -38,6 +38,7 @@ def without_set_epoch(checkpoint_path):  # uses only the names the written scrip
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_a_script_without_set_epoch_is_caught_on_its_ranks(tmp_path):
     script = ex.write_script(without_set_epoch, tmp_path / "s.py")
     assert "torchrun --standalone --nproc_per_node=2 s.py" in script.read_text()
