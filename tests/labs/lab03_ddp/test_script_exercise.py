@@ -6,6 +6,7 @@ solved lab (tests/notebooks/solved_cells.py)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
