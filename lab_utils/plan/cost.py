@@ -144,60 +144,77 @@ def _selective_layer_bytes(s: stepmem.Shape, b: int) -> int:
     return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden + 1) * u * c)
 
 
-def _device_step(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Anatomy:
-    """The step on one device before sharding (stepmem), with selective and offload applied."""
+def _layer_copies(s: stepmem.Shape) -> int:
+    """Bytes of autocast's bf16 copies of one layer's matmul weights (0 without autocast)."""
+    return s.compute_bytes * (stepmem.layer_parameters(s) - 2 * s.hidden) if s.precision == "bf16" else 0
+
+
+def _device_step(s: stepmem.Shape, batch: int, st: Strategy, stepped: int | None = None) -> stepmem.Anatomy:
+    """The step on one device before sharding (stepmem), with selective and offload applied; its
+    temporaries against its own activations, the optimizer stepping ``stepped`` parameters here
+    (default all of them)."""
     shape = _shape(s, batch, st)
     a = stepmem.predict(shape)
     b = shape.micro_batch
     if st.checkpointing == "selective":
-        ckpt = stepmem.predict(dataclasses.replace(shape, checkpointing=True))
+        shape = dataclasses.replace(shape, checkpointing=True)
+        ckpt = stepmem.predict(shape)
         extra = s.layers * (_selective_layer_bytes(s, b) - b * s.seq * s.hidden * s.dtype_bytes)
-        return dataclasses.replace(ckpt, activations=ckpt.activations + extra)
-    if st.checkpointing == "offload":  # layer inputs go to the host; one is back at a time
+        a = dataclasses.replace(ckpt, activations=ckpt.activations + extra)
+    elif st.checkpointing == "offload":  # layer inputs go to the host; one is back at a time
         inputs = s.layers * b * s.seq * s.hidden * s.dtype_bytes
-        return dataclasses.replace(a, activations=a.activations - inputs + inputs // s.layers)
-    return a
+        a = dataclasses.replace(a, activations=a.activations - inputs + inputs // s.layers)
+    return dataclasses.replace(a, temporaries=stepmem.temporaries(shape, a.activations, stepped=stepped))
 
 
 def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
-    """Predicted bytes per device for ``st`` (``s.batch`` is the global batch)."""
+    """Predicted bytes per device for ``st`` (``s.batch`` is the global batch). Under ZeRO-1/2 and
+    FSDP each rank's optimizer steps its 1/d of the parameters, so its foreach buffer is 1/d too."""
     if st.parallel == "pipeline":
         return _pipeline_memory(s, hw, st)
     d = hw.devices
-    a = _device_step(s, s.batch // d, st)
     stage = {"zero1": 1, "zero2": 2, "fsdp": 3}.get(st.parallel, 0)
+    a = _device_step(s, s.batch // d, st, stepped=stepmem.parameters(s) // d if stage else None)
     w, g, o = zero_shard(a.weights, a.gradients, a.optimizer, world_size=d, stage=stage)
     gathered = 2 * stepmem.layer_parameters(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
     return Memory(w, g, o, a.activations, a.temporaries, gathered)
 
 
 def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
-    """The worse of the first stage (embedding, p micro-batches in flight) and the last (head,
-    the loss's working set), each with layers / p layers."""
+    """The worse of the first stage (embedding, 1F1B's p micro-batches in flight) and the last
+    (final norm, head and the loss), each with layers / p layers; each stage's temporaries are its
+    own: its optimizer steps its parameters, and only the last computes the loss."""
     p, d = st.stages, hw.devices // st.stages
     one = _device_step(s, s.batch // d, st)
-    n = stepmem.parameters(s)
-    per_param = (one.weights + one.gradients + one.optimizer) / n
-    layer = stepmem.layer_parameters(s) * (s.layers // p)
-    emb = s.vocab * s.hidden
+    per_param = (one.weights + one.gradients + one.optimizer) / stepmem.parameters(s)
     shape = _shape(s, s.batch // d, st)
-    b = shape.micro_batch
-    per_layer_act = (
-        _selective_layer_bytes(s, b)
-        if st.checkpointing == "selective"
-        else stepmem.layer_activation_bytes(dataclasses.replace(shape, checkpointing=False), b)
-        if st.checkpointing == "none"
-        else b * s.seq * s.hidden * s.dtype_bytes
+    if st.checkpointing == "selective":
+        shape = dataclasses.replace(shape, checkpointing=True)
+    b, n = shape.micro_batch, s.layers // p
+    layer_input = b * s.seq * s.hidden * s.dtype_bytes
+    if st.checkpointing == "selective":
+        per_layer_act = _selective_layer_bytes(s, b)
+    elif st.checkpointing == "none":  # with the layer's bf16 weight copies, kept per micro-batch
+        per_layer_act = stepmem.layer_activation_bytes(shape, b) + _layer_copies(s)
+    else:
+        per_layer_act = layer_input
+    kept = per_layer_act if st.checkpointing == "none" else layer_input
+    outside = stepmem.activation_bytes(shape) - s.layers * kept  # the head's side, with its copy
+    layer, emb = stepmem.layer_parameters(s) * n, s.vocab * s.hidden
+    stages = (  # (parameters, activations, computes the loss)
+        (layer + emb, in_flight(p, st.accumulation, 0) * per_layer_act * n, False),
+        (layer + emb + s.hidden, per_layer_act * n + outside, True),
     )
-    outside = stepmem.activation_bytes(shape) - s.layers * (
-        stepmem.layer_activation_bytes(shape, b) if st.checkpointing == "none" else b * s.seq * s.hidden * s.dtype_bytes
-    )
-    first = (layer + emb) * per_param, in_flight(p, st.accumulation, 0) * per_layer_act * (s.layers // p)
-    last = (layer + emb + s.hidden) * per_param, per_layer_act * (s.layers // p) + outside
-    state, act = max(first, last, key=sum)
+    best = None
+    for params, act, loss in stages:
+        state = int(params * per_param)
+        temp = stepmem.temporaries(shape, act, stepped=params, loss=loss)
+        if best is None or state + act + temp > sum(best):
+            best = (state, act, temp)
+    state, act, temp = best
     w = int(state * one.weights / (one.weights + one.gradients + one.optimizer))
     g = int(state * one.gradients / (one.weights + one.gradients + one.optimizer))
-    return Memory(w, g, int(state) - w - g, int(act), one.temporaries)
+    return Memory(w, g, state - w - g, int(act), temp)
 
 
 def _micro(k: int, compute_s: float, comm_op: str, comm_bytes: float) -> MicroStep:
@@ -220,7 +237,8 @@ def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]
     link, k = hw.link, st.accumulation
     if st.parallel == "pipeline":
         p, m = st.stages, k
-        send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.compute_bytes, 2, link)
+        # the residual stream between stages is in the master dtype (fp32 under autocast: lab 8's table)
+        send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.dtype_bytes, 2, link)
         span = (compute * p / m + 2 * send) * (m + p - 1)  # each stage's share, per micro-batch
         return span + serial_seconds([("all_reduce", grads / p)], link, d), compute
     if st.parallel == "local-sgd":

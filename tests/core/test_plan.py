@@ -29,6 +29,41 @@ def test_each_part_is_the_calculators():
     assert fsdp.weights == want.weights // 8 and fsdp.gathered > 0
 
 
+@pytest.mark.parametrize("ckpt", ["every layer", "selective"])
+@pytest.mark.parametrize("devices", [2, 16])
+@pytest.mark.parametrize("par", ["ddp", "zero1", "zero2", "fsdp"])
+def test_a_sharded_optimizer_steps_only_its_shard(par, devices, ckpt):
+    # AdamW foreach's buffer is one fp32 tensor per parameter it steps: a ZeRO/FSDP rank steps n / d;
+    # the buffer is counted above the plan's own activations (selective's, not full checkpointing's)
+    shape, hw = plan.request("llama-3-8b", batch=32, seq=4096, devices=devices, memory="80GiB", link="400Gb")
+    got = plan.evaluate(shape, hw, plan.Strategy(par, ckpt)).memory
+    device = dataclasses.replace(shape, batch=32 // devices, checkpointing=True)
+    others = stepmem.temporaries(device, got.activations, stepped=0)  # the loss's and a layer's terms
+    stepped = stepmem.parameters(shape) // (1 if par == "ddp" else devices)
+    assert got.temporaries == max(others, stepped * 4 - got.activations)
+    if devices == 16 and ckpt == "every layer":
+        # by hand: 2 x 4096 x 128256 fp32 logits, twice (7.8 GiB), above the 1/16 buffer (1.87 GiB)
+        want = 2 * 2 * 4096 * 128256 * 4 if par != "ddp" else stepmem.parameters(shape) * 4 - got.activations
+        assert got.temporaries == want and stepmem.parameters(shape) * 4 // 16 < 2 * 2**30
+
+
+def test_a_pipeline_stage_steps_and_keeps_its_own():
+    shape, hw = plan.request("llama-3-8b", batch=32, seq=4096, devices=16, memory="80GiB", link="400Gb")
+    n = stepmem.parameters(shape)
+    for ckpt in ("none", "every layer"):
+        got = plan.evaluate(shape, hw, plan.Strategy("pipeline", ckpt, 8, 1, 4)).memory
+        micro = dataclasses.replace(shape, batch=8, accumulation=8, checkpointing=ckpt != "none")
+        first = stepmem.layer_parameters(shape) * 8 + shape.vocab * shape.hidden  # 8 layers and the embedding
+        last = first + shape.hidden  # 8 layers, the final norm and the head
+        want = {  # by hand: the buffer of the stage's own parameters; the loss on the last stage only
+            max(stepmem.temporaries(micro, got.activations, stepped=0, loss=False), first * 4 - got.activations),
+            max(stepmem.temporaries(micro, got.activations, stepped=0), last * 4 - got.activations),
+        }
+        assert got.temporaries in want
+        assert ckpt == "none" or got.temporaries < n * 4 - got.activations  # not the whole model's buffer
+        assert got.weights == pytest.approx(4 * (first if ckpt == "none" else last), rel=1e-3)
+
+
 @pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_sharding_is_lab_7s_zero_formula(stage):
     w = 8 * 1000
