@@ -231,15 +231,17 @@ def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]
     if st.checkpointing == "selective":  # pointwise ops re-run: an assumption (SELECTIVE_OVERHEAD)
         compute *= 1 + SELECTIVE_OVERHEAD
     if st.checkpointing == "offload":  # two copies per offloaded byte, on the compute stream (lab 1)
-        b = s.batch // d // st.accumulation
-        compute += 2 * st.accumulation * s.layers * b * s.seq * s.hidden * s.dtype_bytes / hw.host_Bps
+        b = s.batch // d // st.accumulation  # a pipeline stage offloads its own layers' inputs
+        compute += 2 * st.accumulation * s.layers // st.stages * b * s.seq * s.hidden * s.dtype_bytes / hw.host_Bps
     grads = stepmem.parameters(s) * s.dtype_bytes
     link, k = hw.link, st.accumulation
     if st.parallel == "pipeline":
         p, m = st.stages, k
         # the residual stream between stages is in the master dtype (fp32 under autocast: lab 8's table)
         send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.dtype_bytes, 2, link)
-        span = (compute * p / m + 2 * send) * (m + p - 1)  # each stage's share, per micro-batch
+        # fill-drain: m + p - 1 slots, each one micro-batch of one stage (compute is already one
+        # device's, i.e. one stage's, share of the update: compute / m per slot), plus its two sends
+        span = (compute / m + 2 * send) * (m + p - 1)
         return span + serial_seconds([("all_reduce", grads / p)], link, d), compute
     if st.parallel == "local-sgd":
         return compute + serial_seconds([("all_reduce", grads)], link, d) / st.h, compute
