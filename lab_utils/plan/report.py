@@ -36,6 +36,8 @@ def legend(hw: Hardware) -> str:
         f"({hw.link.bandwidth_Bps * 8 / 1e9:g} Gbit/s, {hw.link.latency_s * 1e6:g} us), {hw.tflops:g} TFLOP/s "
         "sustained per device (assumed)."
     ]
+    if hw.memory_note:
+        lines.append(f"  {hw.memory_note}")
     lines += [f"  {k}: {v}" for k, v in MODELS.items()]
     return "\n".join(lines)
 

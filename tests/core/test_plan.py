@@ -130,6 +130,7 @@ def test_a_slower_link_rewards_no_sync_and_local_sgd():
         (dict(config="no-such-model"), "--config 'no-such-model'"),
         (dict(batch=60), "--batch 60 does not divide over --devices 8"),
         (dict(memory="eighty gigs"), "--memory 'eighty gigs'"),
+        (dict(memory="80"), "--memory '80': a number is bytes"),
         (dict(link="fast"), "--link 'fast'"),
         (dict(dtype="fp16"), "--dtype 'fp16'"),
         (dict(config="gpt2", seq=4096, dtype="fp32"), "--seq 4096"),
@@ -142,6 +143,14 @@ def test_bad_input_names_the_field(kw, match):
 
 
 def test_sizes_and_links_read_as_sold():
+    # a GPU sold as "80GB" holds 80 GiB (nvidia-smi: 81920 MiB on an A100 80GB): --memory reads it so, and says so
+    assert plan.inputs.parse_memory("80GB")[0] == plan.inputs.parse_memory("80GiB")[0] == 80 * 2**30
+    assert plan.inputs.parse_memory("24 gb")[0] == 24 * 2**30 and plan.inputs.parse_memory("80e9")[0] == 80e9
+    hw = plan.request("llama-125m", batch=8, seq=512, devices=8, memory="80GB")[1]
+    assert hw.memory == 80 * 2**30 and "80GB read as 80 GiB" in plan.report.legend(hw), plan.report.legend(hw)
+    assert "80.0 GiB" in plan.report.legend(hw) and "read as" not in plan.report.legend(
+        plan.request("llama-125m", batch=8, seq=512, devices=8, memory="80GiB")[1]
+    )
     assert plan.inputs.parse_bytes("80GB") == 80e9 and plan.inputs.parse_bytes("80GiB") == 80 * 2**30
     assert plan.inputs.parse_link("100Gb").bandwidth_Bps == 100e9 / 8
     assert plan.inputs.parse_link("25GB/s").bandwidth_Bps == 25e9
