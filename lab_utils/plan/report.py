@@ -16,7 +16,10 @@ MODELS: dict[str, str] = {
     "memory": "stepmem, labs 1 and 8: Llama-style decoders' peak within 4 % of the meters on shapes the fit "
     "never saw; a real CPU step's process peak (VmHWM) at 125 M parameters -0.4 % (fp32) and -0.2 % (bf16); "
     "BERT-large's shape within 0.3 % (lab 1); on GPUs not yet compared",
-    "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks",
+    "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks; every plan keeps "
+    "the autocast layout (AdamW: 4 + 4 + 8 bytes per parameter, fp32 weights and gradients outside the optimizer, "
+    "as torch.autocast and the HF Trainer's bf16=True keep them), not ZeRO's paper layout (2 + 2 + 12: 16-bit "
+    "weights and gradients, the fp32 master in the optimizer), whose ZeRO-1/2 keep less (cost.zero_state)",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
     "it exactly; the measured wall-clock bubble is near it",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "

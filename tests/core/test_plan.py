@@ -76,6 +76,17 @@ def test_sharding_is_lab_7s_zero_formula(stage):
     )
 
 
+def test_zero_figure_1_in_the_papers_layout():
+    # Rajbhandari et al. 2020, Figure 1: psi = 7.5 B, N_d = 64, K = 12 (2 + 2 + K bytes per parameter), GB = 1e9
+    psi = 7_500_000_000
+    paper = [sum(cost.zero_state(psi, world_size=64, stage=s, layout="zero")) / 1e9 for s in range(4)]
+    assert [f"{gb:.1f}" for gb in paper] == ["120.0", "31.4", "16.6", "1.9"]
+    # the same stages over the autocast layout (4 + 4 + 8, fp32 weights and gradients outside the optimizer)
+    autocast = [sum(cost.zero_state(psi, world_size=64, stage=s)) / 1e9 for s in range(4)]
+    assert [f"{gb:.1f}" for gb in autocast] == ["120.0", "60.9", "31.4", "1.9"]
+    assert all(sum(cost.LAYOUTS[k]) == 16 for k in cost.LAYOUTS)
+
+
 @pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (8, 3)])
 def test_the_bubble_is_lab_6s(p, m):
     assert cost.bubble(p, m) == formula(p, m)
