@@ -37,6 +37,7 @@ __all__ = [
     "bubble",
     "in_flight",
     "update_flops",
+    "fsdp_gathered",
     "memory",
     "seconds",
     "evaluate",
@@ -81,8 +82,8 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Memory(stepmem.Anatomy):
-    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: FSDP's
-    unsharded layers."""
+    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: what FSDP
+    holds unsharded (``fsdp_gathered``)."""
 
     gathered: int = 0
 
@@ -147,11 +148,15 @@ def in_flight(p: int, m: int, stage: int) -> int:
 def update_flops(s: stepmem.Shape, recompute: bool) -> float:
     """FLOPs of one update over ``s.batch`` sequences: 2 per parameter and token forward (matmuls:
     the layers and the head), 4 * seq * hidden per layer and token for attention's two matmuls;
-    backward twice the forward; checkpointing runs the layers' forward once more."""
+    backward twice the forward; checkpointing runs the layers' forward once more, less (Llama)
+    each layer's last matmul: nothing in the layer saves down_proj's output, so non-reentrant
+    checkpointing stops its replay before it (lab 1's early stop; tests/core/test_plan.py counts
+    it). GPT-2 and BERT are charged the whole forward (their dropout may need the last output)."""
     tokens = s.batch * s.seq
     layers = (2 * stepmem.layer_parameters(s) + 4 * s.seq * s.hidden) * s.layers * tokens
     head = 2 * s.vocab * s.hidden * tokens
-    return 3 * (layers + head) + (layers if recompute else 0)
+    replay = layers - (2 * s.hidden * s.ffn_size * s.layers * tokens if s.arch == "llama" else 0)
+    return 3 * (layers + head) + (replay if recompute else 0)
 
 
 def _shape(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Shape:
@@ -162,11 +167,12 @@ def _shape(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Shape:
 
 def _selective_layer_bytes(s: stepmem.Shape, b: int) -> int:
     """A layer under a policy that saves the matmuls' (and attention's) outputs and recomputes the
-    pointwise ops: its input, q/k/v, attention's output, o's, gate's and up's, down's (a model
-    from lab 1's policy; not measured on these models)."""
+    pointwise ops: its input, q/k/v, attention's output, o's, gate's and up's. Not down's: only
+    the residual add after it reads it, and the replay stops before it, so a cache of it is read
+    by no one (lab 1). A model from lab 1's policy; not measured on these models."""
     u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
     r = s.n_kv_heads / s.heads
-    return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden + 1) * u * c)
+    return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden) * u * c)
 
 
 def _layer_copies(s: stepmem.Shape) -> int:
@@ -201,8 +207,22 @@ def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
     stage = {"zero1": 1, "zero2": 2, "fsdp": 3}.get(st.parallel, 0)
     a = _device_step(s, s.batch // d, st, stepped=stepmem.parameters(s) // d if stage else None)
     w, g, o = zero_shard(a.weights, a.gradients, a.optimizer, world_size=d, stage=stage)
-    gathered = 2 * stepmem.layer_parameters(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
+    gathered = fsdp_gathered(s) if stage == 3 and d > 1 else 0
     return Memory(w, g, o, a.activations, a.temporaries, gathered)
+
+
+def fsdp_gathered(s: stepmem.Shape) -> int:
+    """Unsharded bytes an FSDP2 rank holds during the layers' backward, with one unit per decoder
+    layer and the root holding the rest (embedding, final norm, head): the root's parameters,
+    which FSDP2 does not reshard after forward; the head's gradient, which the root reduce-scatters
+    only once backward ends (its inputs need no gradient, so its post-backward runs in the final
+    callback); this layer's and the prefetched next layer's parameters and this layer's gradient
+    before its reduce-scatter. In the master dtype: this FSDP shards the autocast layout, no
+    ``MixedPrecisionPolicy``. Read from torch's ``_fully_shard`` source, not measured here."""
+    layer = stepmem.layer_parameters(s)
+    root = stepmem.parameters(s) - s.layers * layer
+    head_grad = s.vocab * s.hidden if s.arch != "bert" else 0
+    return (root + head_grad + 3 * layer) * s.dtype_bytes
 
 
 def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:

@@ -30,6 +30,43 @@ def test_each_part_is_the_calculators():
     assert fsdp.weights == want.weights // 8 and fsdp.gathered > 0
 
 
+def test_fsdp_holds_the_root_unit_and_a_layers_gradient_unsharded():
+    # by hand, llama-3.2-1b (tied head): the root unit (embedding = head, final norm) stays gathered, the
+    # head's gradient waits for the root's reduce-scatter, plus this layer, the next and this layer's gradient
+    shape, hw = plan.request("llama-3.2-1b", batch=64, seq=2048, devices=8, memory="80GiB")
+    got = plan.evaluate(shape, hw, plan.Strategy("fsdp")).memory.gathered
+    v, h, layer = 128256, 2048, stepmem.layer_parameters(shape)
+    assert got == 4 * ((v * h + h) + v * h + 3 * layer)
+    assert v * h > 4 * layer  # the root unit outweighs a decoder layer: the old "two layers" missed most of it
+
+
+def test_selective_keeps_no_cache_nobody_reads():
+    # saved per layer: its input (fp32), q, k, v, attention's output, o's, gate's and up's (bf16); not down's
+    shape, hw = plan.request("llama-125m", batch=8, seq=512, devices=8, memory="80GiB")
+    sel, ckpt = (plan.evaluate(shape, hw, plan.Strategy("ddp", c)).memory for c in ("selective", "every layer"))
+    u, r, f = 1 * 512 * 768, 4 / 12, 2048 / 768
+    per_layer = u * 4 + ((1 + 2 * r) + 1 + 1 + 2 * f) * u * 2
+    assert sel.activations == ckpt.activations + 12 * (int(per_layer) - u * 4)
+
+
+def test_recompute_is_charged_what_checkpointing_replays():
+    # a checkpointed Llama step, counted: its extra matmul FLOPs are every layer's but down_proj's (early stop)
+    from lab_utils.labs.lab08_capstone import measure
+    from lab_utils.memory.recompute import measure_recompute
+
+    s = stepmem.Shape(arch="llama", layers=2, hidden=64, heads=4, kv_heads=2, ffn=176, vocab=300, positions=64,
+                      seq=32, batch=2, attention="sdpa")  # fmt: skip
+    flops = {}
+    for ckpt in (False, True):
+        model, batch = measure.build(dataclasses.replace(s, checkpointing=ckpt))
+        flops[ckpt] = measure_recompute(model, lambda m=model, b=batch: m(**b).loss).total_flops
+    tokens = s.batch * s.seq
+    attention = 4 * s.seq * s.hidden * s.layers * tokens  # sdpa's, which FlopCounterMode on CPU omits
+    norms = 2 * (2 * s.hidden) * s.layers * tokens  # "2 per parameter" counts the RMSNorms' weights too
+    charged = cost.update_flops(s, True) - cost.update_flops(s, False)
+    assert flops[True] - flops[False] == charged - attention - norms
+
+
 @pytest.mark.parametrize("ckpt", ["every layer", "selective"])
 @pytest.mark.parametrize("devices", [2, 16])
 @pytest.mark.parametrize("par", ["ddp", "zero1", "zero2", "fsdp"])
