@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     print(plan.report.table(fitting, top=args.top) if fitting else "  none fits: more devices, or more memory")
     print("\nEach strategy at its best accumulation:")
     print(plan.report.table(plan.report.best_per_family(ranked)))
+    print()
+    print(plan.report.left_out(shape))
     if args.figure:
         plan.report.figure(plan.report.best_per_family(ranked), hw).write_html(args.figure, include_plotlyjs=True)
         print(f"\nfigure: {args.figure}")

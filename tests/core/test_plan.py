@@ -216,6 +216,24 @@ def test_the_command_reads_a_config_file_and_prints_predictions(tmp_path, capsys
                  "--link", "10Gb"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "PREDICTED" in out and "lab 3" in out and "lab 7" in out and "fits" in out
+    left = out[out.index("Left out") :]  # what the numbers leave out, each with its size where one is modelled
+    for what in ("tensor, sequence and context", "gradient_as_bucket_view", "weight-copy cache", "chunked or fused",
+                 "CUDA context", "NCCL", "fragmentation"):  # fmt: skip
+        assert what in left, what
+    shape = plan.request(str(path), batch=16, seq=256, devices=4, memory="1GB")[0]
+    assert f"+{plan.report.fmt_bytes(stepmem.parameters(shape) * 4)} per device" in left
+
+
+def test_the_legend_quotes_lab_3s_stored_validation():
+    from lab_utils.labs.lab03_ddp import reallink
+
+    stored = reallink.table(reallink.load()).splitlines()
+    said = plan.report.MODELS["time"]
+    for label in ("model: ", "model + contention: "):
+        line = next(x for x in stored if x.startswith(label))
+        assert line.removeprefix(label) in said, (line, said)
+    errors = [p.error for p in reallink.load().points]
+    assert min(errors) > 0 and f"all {len(errors)} points" in said  # measured slower than the model everywhere
 
 
 def test_the_figure_shows_each_plans_parts():
