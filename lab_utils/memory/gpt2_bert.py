@@ -138,14 +138,16 @@ def outside_layers_bytes(s: Shape, b: int) -> int:
     return emb + head
 
 
-def temporaries(s: Shape, b: int, act: int) -> int:
+def temporaries(s: Shape, b: int, act: int, *, stepped: int | None = None, loss: bool = True) -> int:
     """The peak above weights, gradients, optimizer state and activations (``act``), a *model*:
     backward's working set, the loss's gradient (two logits-sized tensors) first, later one MLP
     hidden gradient (with checkpointing next to the layer being rebuilt); or the optimizer's own
-    buffers (foreach: one weights-sized; per tensor: two of the largest) less the freed activations."""
-    logits = b * s.seq * (s.vocab if s.arch == "gpt2" else 0) * s.dtype_bytes
+    buffers (foreach: one tensor per parameter it steps, ``stepped``, default all; per tensor: two
+    of the largest) less the freed activations. ``loss=False``: a device that computes no loss."""
+    logits = b * s.seq * (s.vocab if s.arch == "gpt2" and loss else 0) * s.dtype_bytes
     layer = b * s.seq * s.ffn_size * s.dtype_bytes + (layer_activation_bytes(s, b) if s.checkpointing else 0)
     bwd = max(2 * logits, layer)
     largest = max(s.vocab, s.positions, s.ffn_size) * s.hidden * s.dtype_bytes
-    opt_tmp = (parameters(s) * s.dtype_bytes if s.foreach else 2 * largest) if s.optimizer_states else 0
+    stepped = parameters(s) if stepped is None else stepped
+    opt_tmp = (stepped * s.dtype_bytes if s.foreach else 2 * largest) if s.optimizer_states else 0
     return max(bwd, opt_tmp - act)

@@ -104,17 +104,21 @@ def outside_layers_bytes(s: Shape, b: int) -> int:
     return int(n + copies)
 
 
-def temporaries(s: Shape, b: int, act: int) -> int:
+def temporaries(s: Shape, b: int, act: int, *, stepped: int | None = None, loss: bool = True) -> int:
     """The peak above weights, gradients, optimizer state and activations (``act``): a *model*,
     fitted on eight small shapes and checked on others. The largest of the loss's two fp32
     logits-sized gradients; a layer's backward (two FFN-sized gradients at c less the 2.5u at e
     freed by then, at least 2.75u; with checkpointing plus the rebuilt layer and its bf16 weight
-    copies); the optimizer's foreach buffer (weights-sized) less the activations, freed by then."""
+    copies); the optimizer's foreach buffer less the activations, freed by then. The buffer is
+    one fp32 tensor per parameter the optimizer steps: ``stepped`` parameters (default all; a
+    ZeRO/FSDP rank steps its shard, a pipeline stage its layers). ``loss=False``: a device that
+    computes no loss (a pipeline's first stages)."""
     u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
-    foreach_buffer = parameters(s) * e if s.optimizer_states and s.foreach else 0
-    loss = 2 * b * s.seq * s.vocab * 4
+    stepped = parameters(s) if stepped is None else stepped
+    foreach_buffer = stepped * e if s.optimizer_states and s.foreach else 0
+    logits = 2 * b * s.seq * s.vocab * 4 if loss else 0
     layer = max(2 * b * s.seq * s.ffn_size * c - 2.5 * u * e, 2.75 * u * e)
     if s.checkpointing:
         layer += layer_activation_bytes(s, b)
         layer += c * (layer_parameters(s) - 2 * s.hidden) if s.precision == "bf16" else 0
-    return int(max(loss, layer, foreach_buffer - act))
+    return int(max(logits, layer, foreach_buffer - act))

@@ -57,6 +57,11 @@ class Shape:
             raise ValueError(f"Shape(hidden={self.hidden}, heads={self.heads}): hidden must divide by heads")
         if self.heads % self.n_kv_heads:
             raise ValueError(f"Shape(heads={self.heads}, kv_heads={self.kv_heads}): heads must divide by kv_heads")
+        if self.arch == "llama" and self.dropout > 0:
+            raise ValueError(
+                f"Shape(arch='llama', dropout={self.dropout}): Llama shapes are modelled without attention dropout "
+                "(its masks are not counted); give dropout=0"
+            )
         if self.arch == "llama" and self.attention != "sdpa":
             raise ValueError(
                 f"Shape(arch='llama', attention={self.attention!r}): Llama shapes are modelled with 'sdpa' only"

@@ -32,6 +32,7 @@ __all__ = [
     "layer_parameters",
     "layer_activation_bytes",
     "activation_bytes",
+    "temporaries",
     "predict",
     "PUBLISHED",
     "ARCHS",
@@ -94,6 +95,14 @@ def activation_bytes(s: Shape) -> int:
     else:
         layers = s.layers * layer_activation_bytes(s, b)
     return layers + _arch(s).outside_layers_bytes(s, b)
+
+
+def temporaries(s: Shape, act: int | None = None, *, stepped: int | None = None, loss: bool = True) -> int:
+    """The temporaries of ``s``'s step above ``act`` bytes of activations (default the step's own):
+    ``stepped``, the parameters the optimizer steps on this device (default all: a ZeRO/FSDP rank
+    steps its shard, a pipeline stage its layers); ``loss=False`` for a device that computes no loss."""
+    act = activation_bytes(s) if act is None else act
+    return _arch(s).temporaries(s, s.micro_batch, act, stepped=stepped, loss=loss)
 
 
 def predict(s: Shape) -> Anatomy:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from lab_utils.memory import stepmem
 from lab_utils.plan import cost, inputs, report
 from lab_utils.plan.cost import Memory, Plan, Strategy, evaluate
-from lab_utils.plan.inputs import DEFAULT_TFLOPS, Hardware, model_fields, parse_bytes, parse_link
+from lab_utils.plan.inputs import DEFAULT_TFLOPS, Hardware, model_fields, parse_link, parse_memory
 
 __all__ = [
     "request",
@@ -72,7 +72,8 @@ def request(
         raise ValueError(f"--seq {seq}: longer than the model's {fields['positions']} learned positions")
     fields["positions"] = max(fields["positions"], seq)  # rotary: any length
     shape = stepmem.Shape(**fields, batch=batch, seq=seq, precision=dtype, optimizer=optimizer)
-    hw = Hardware(devices, parse_bytes(memory), parse_link(link, latency_us), tflops or DEFAULT_TFLOPS[dtype])
+    size, note = parse_memory(memory)
+    hw = Hardware(devices, size, parse_link(link, latency_us), tflops or DEFAULT_TFLOPS[dtype], memory_note=note)
     return shape, hw
 
 

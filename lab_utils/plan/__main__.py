@@ -15,7 +15,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, required=True, help="global batch (sequences per update)")
     ap.add_argument("--seq", type=int, required=True, help="sequence length (tokens)")
     ap.add_argument("--devices", type=int, required=True)
-    ap.add_argument("--memory", required=True, help="memory of one device, e.g. 80GB or 80GiB")
+    ap.add_argument(
+        "--memory",
+        required=True,
+        help="memory of one device: 80GB reads as 80 GiB, as an 80GB GPU holds; bytes (80e9) for a decimal size",
+    )
     ap.add_argument("--link", default="100Gb", help="between devices: 100Gb (bits/s), 25GB/s, or InfiniBand, 10GbE...")
     ap.add_argument("--latency-us", type=float, default=10.0)
     ap.add_argument("--dtype", default="bf16", help="bf16 (autocast, fp32 master weights) or fp32")
@@ -42,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     print(plan.report.table(fitting, top=args.top) if fitting else "  none fits: more devices, or more memory")
     print("\nEach strategy at its best accumulation:")
     print(plan.report.table(plan.report.best_per_family(ranked)))
+    print()
+    print(plan.report.left_out(shape))
     if args.figure:
         plan.report.figure(plan.report.best_per_family(ranked), hw).write_html(args.figure, include_plotlyjs=True)
         print(f"\nfigure: {args.figure}")

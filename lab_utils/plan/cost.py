@@ -32,9 +32,12 @@ __all__ = [
     "PARALLEL",
     "CHECKPOINTING",
     "zero_shard",
+    "LAYOUTS",
+    "zero_state",
     "bubble",
     "in_flight",
     "update_flops",
+    "fsdp_gathered",
     "memory",
     "seconds",
     "evaluate",
@@ -79,8 +82,8 @@ class Strategy:
 
 @dataclass(frozen=True)
 class Memory(stepmem.Anatomy):
-    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: FSDP's
-    unsharded layers."""
+    """Predicted bytes on one device, part by part (``peak``: their sum); ``gathered``: what FSDP
+    holds unsharded (``fsdp_gathered``)."""
 
     gathered: int = 0
 
@@ -100,13 +103,36 @@ class Plan:
 
 def zero_shard(weights: int, gradients: int, optimizer: int, *, world_size: int, stage: int) -> tuple[int, int, int]:
     """Per-rank (weights, gradients, optimizer) bytes under ZeRO stage 0-3 (Rajbhandari et al.
-    2020): 1 shards the optimizer state, 2 the gradients too, 3 (FSDP) the weights too."""
+    2020): 1 shards the optimizer state, 2 the gradients too, 3 (FSDP) the weights too. What each
+    part holds is the layout's (``LAYOUTS``, ``zero_state``)."""
     d = world_size
     return (
         weights // d if stage >= 3 else weights,
         gradients // d if stage >= 2 else gradients,
         optimizer // d if stage >= 1 else optimizer,
     )
+
+
+# Bytes per parameter of (weights, gradients, optimizer state) for Adam(W) in mixed precision, by
+# where the fp32 copy lives. ZeRO shards each part, so the split decides what sharding saves.
+LAYOUTS: dict[str, tuple[int, int, int]] = {
+    # torch.autocast over fp32 parameters (the HF Trainer's bf16=True; plain fp32 alike): fp32
+    # weights and gradients outside the optimizer, its two fp32 moments in it. Every plan here.
+    "autocast": (4, 4, 8),
+    # ZeRO section 3.1 (Micikevicius et al. 2018's layout): 16-bit weights and gradients; the fp32
+    # master copy and the two moments are the optimizer's state, K = 12 bytes per parameter.
+    "zero": (2, 2, 12),
+}
+
+
+def zero_state(params: int, *, world_size: int, stage: int, layout: str = "autocast") -> tuple[int, int, int]:
+    """Per-rank (weights, gradients, optimizer) bytes of ``params`` parameters trained with Adam in
+    ``layout`` (``LAYOUTS``) under ZeRO stage 0-3. ZeRO's Figure 1 (7.5 B parameters, 64 ranks)
+    is ``layout="zero"``: 120, 31.4, 16.6, 1.9 GB; ZeRO-1 in the autocast layout keeps 60.9 GB."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"zero_state(layout={layout!r}): choose one of {list(LAYOUTS)}")
+    w, g, o = (params * b for b in LAYOUTS[layout])
+    return zero_shard(w, g, o, world_size=world_size, stage=stage)
 
 
 def bubble(p: int, m: int) -> float:
@@ -122,11 +148,15 @@ def in_flight(p: int, m: int, stage: int) -> int:
 def update_flops(s: stepmem.Shape, recompute: bool) -> float:
     """FLOPs of one update over ``s.batch`` sequences: 2 per parameter and token forward (matmuls:
     the layers and the head), 4 * seq * hidden per layer and token for attention's two matmuls;
-    backward twice the forward; checkpointing runs the layers' forward once more."""
+    backward twice the forward; checkpointing runs the layers' forward once more, less (Llama)
+    each layer's last matmul: nothing in the layer saves down_proj's output, so non-reentrant
+    checkpointing stops its replay before it (lab 1's early stop; tests/core/test_plan.py counts
+    it). GPT-2 and BERT are charged the whole forward (their dropout may need the last output)."""
     tokens = s.batch * s.seq
     layers = (2 * stepmem.layer_parameters(s) + 4 * s.seq * s.hidden) * s.layers * tokens
     head = 2 * s.vocab * s.hidden * tokens
-    return 3 * (layers + head) + (layers if recompute else 0)
+    replay = layers - (2 * s.hidden * s.ffn_size * s.layers * tokens if s.arch == "llama" else 0)
+    return 3 * (layers + head) + (replay if recompute else 0)
 
 
 def _shape(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Shape:
@@ -137,67 +167,99 @@ def _shape(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Shape:
 
 def _selective_layer_bytes(s: stepmem.Shape, b: int) -> int:
     """A layer under a policy that saves the matmuls' (and attention's) outputs and recomputes the
-    pointwise ops: its input, q/k/v, attention's output, o's, gate's and up's, down's (a model
-    from lab 1's policy; not measured on these models)."""
+    pointwise ops: its input, q/k/v, attention's output, o's, gate's and up's. Not down's: only
+    the residual add after it reads it, and the replay stops before it, so a cache of it is read
+    by no one (lab 1). A model from lab 1's policy; not measured on these models."""
     u, e, c = b * s.seq * s.hidden, s.dtype_bytes, s.compute_bytes
     r = s.n_kv_heads / s.heads
-    return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden + 1) * u * c)
+    return int(u * e + ((1 + 2 * r) + 1 + 1 + 2 * s.ffn_size / s.hidden) * u * c)
 
 
-def _device_step(s: stepmem.Shape, batch: int, st: Strategy) -> stepmem.Anatomy:
-    """The step on one device before sharding (stepmem), with selective and offload applied."""
+def _layer_copies(s: stepmem.Shape) -> int:
+    """Bytes of autocast's bf16 copies of one layer's matmul weights (0 without autocast)."""
+    return s.compute_bytes * (stepmem.layer_parameters(s) - 2 * s.hidden) if s.precision == "bf16" else 0
+
+
+def _device_step(s: stepmem.Shape, batch: int, st: Strategy, stepped: int | None = None) -> stepmem.Anatomy:
+    """The step on one device before sharding (stepmem), with selective and offload applied; its
+    temporaries against its own activations, the optimizer stepping ``stepped`` parameters here
+    (default all of them)."""
     shape = _shape(s, batch, st)
     a = stepmem.predict(shape)
     b = shape.micro_batch
     if st.checkpointing == "selective":
-        ckpt = stepmem.predict(dataclasses.replace(shape, checkpointing=True))
+        shape = dataclasses.replace(shape, checkpointing=True)
+        ckpt = stepmem.predict(shape)
         extra = s.layers * (_selective_layer_bytes(s, b) - b * s.seq * s.hidden * s.dtype_bytes)
-        return dataclasses.replace(ckpt, activations=ckpt.activations + extra)
-    if st.checkpointing == "offload":  # layer inputs go to the host; one is back at a time
+        a = dataclasses.replace(ckpt, activations=ckpt.activations + extra)
+    elif st.checkpointing == "offload":  # layer inputs go to the host; one is back at a time
         inputs = s.layers * b * s.seq * s.hidden * s.dtype_bytes
-        return dataclasses.replace(a, activations=a.activations - inputs + inputs // s.layers)
-    return a
+        a = dataclasses.replace(a, activations=a.activations - inputs + inputs // s.layers)
+    return dataclasses.replace(a, temporaries=stepmem.temporaries(shape, a.activations, stepped=stepped))
 
 
 def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
-    """Predicted bytes per device for ``st`` (``s.batch`` is the global batch)."""
+    """Predicted bytes per device for ``st`` (``s.batch`` is the global batch). Under ZeRO-1/2 and
+    FSDP each rank's optimizer steps its 1/d of the parameters, so its foreach buffer is 1/d too."""
     if st.parallel == "pipeline":
         return _pipeline_memory(s, hw, st)
     d = hw.devices
-    a = _device_step(s, s.batch // d, st)
     stage = {"zero1": 1, "zero2": 2, "fsdp": 3}.get(st.parallel, 0)
+    a = _device_step(s, s.batch // d, st, stepped=stepmem.parameters(s) // d if stage else None)
     w, g, o = zero_shard(a.weights, a.gradients, a.optimizer, world_size=d, stage=stage)
-    gathered = 2 * stepmem.layer_parameters(s) * s.dtype_bytes if stage == 3 and d > 1 else 0  # this layer and the next
+    gathered = fsdp_gathered(s) if stage == 3 and d > 1 else 0
     return Memory(w, g, o, a.activations, a.temporaries, gathered)
 
 
+def fsdp_gathered(s: stepmem.Shape) -> int:
+    """Unsharded bytes an FSDP2 rank holds during the layers' backward, with one unit per decoder
+    layer and the root holding the rest (embedding, final norm, head): the root's parameters,
+    which FSDP2 does not reshard after forward; the head's gradient, which the root reduce-scatters
+    only once backward ends (its inputs need no gradient, so its post-backward runs in the final
+    callback); this layer's and the prefetched next layer's parameters and this layer's gradient
+    before its reduce-scatter. In the master dtype: this FSDP shards the autocast layout, no
+    ``MixedPrecisionPolicy``. Read from torch's ``_fully_shard`` source, not measured here."""
+    layer = stepmem.layer_parameters(s)
+    root = stepmem.parameters(s) - s.layers * layer
+    head_grad = s.vocab * s.hidden if s.arch != "bert" else 0
+    return (root + head_grad + 3 * layer) * s.dtype_bytes
+
+
 def _pipeline_memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
-    """The worse of the first stage (embedding, p micro-batches in flight) and the last (head,
-    the loss's working set), each with layers / p layers."""
+    """The worse of the first stage (embedding, 1F1B's p micro-batches in flight) and the last
+    (final norm, head and the loss), each with layers / p layers; each stage's temporaries are its
+    own: its optimizer steps its parameters, and only the last computes the loss."""
     p, d = st.stages, hw.devices // st.stages
     one = _device_step(s, s.batch // d, st)
-    n = stepmem.parameters(s)
-    per_param = (one.weights + one.gradients + one.optimizer) / n
-    layer = stepmem.layer_parameters(s) * (s.layers // p)
-    emb = s.vocab * s.hidden
+    per_param = (one.weights + one.gradients + one.optimizer) / stepmem.parameters(s)
     shape = _shape(s, s.batch // d, st)
-    b = shape.micro_batch
-    per_layer_act = (
-        _selective_layer_bytes(s, b)
-        if st.checkpointing == "selective"
-        else stepmem.layer_activation_bytes(dataclasses.replace(shape, checkpointing=False), b)
-        if st.checkpointing == "none"
-        else b * s.seq * s.hidden * s.dtype_bytes
+    if st.checkpointing == "selective":
+        shape = dataclasses.replace(shape, checkpointing=True)
+    b, n = shape.micro_batch, s.layers // p
+    layer_input = b * s.seq * s.hidden * s.dtype_bytes
+    if st.checkpointing == "selective":
+        per_layer_act = _selective_layer_bytes(s, b)
+    elif st.checkpointing == "none":  # with the layer's bf16 weight copies, kept per micro-batch
+        per_layer_act = stepmem.layer_activation_bytes(shape, b) + _layer_copies(s)
+    else:
+        per_layer_act = layer_input
+    kept = per_layer_act if st.checkpointing == "none" else layer_input
+    outside = stepmem.activation_bytes(shape) - s.layers * kept  # the head's side, with its copy
+    layer, emb = stepmem.layer_parameters(s) * n, s.vocab * s.hidden
+    stages = (  # (parameters, activations, computes the loss)
+        (layer + emb, in_flight(p, st.accumulation, 0) * per_layer_act * n, False),
+        (layer + emb + s.hidden, per_layer_act * n + outside, True),
     )
-    outside = stepmem.activation_bytes(shape) - s.layers * (
-        stepmem.layer_activation_bytes(shape, b) if st.checkpointing == "none" else b * s.seq * s.hidden * s.dtype_bytes
-    )
-    first = (layer + emb) * per_param, in_flight(p, st.accumulation, 0) * per_layer_act * (s.layers // p)
-    last = (layer + emb + s.hidden) * per_param, per_layer_act * (s.layers // p) + outside
-    state, act = max(first, last, key=sum)
+    best = None
+    for params, act, loss in stages:
+        state = int(params * per_param)
+        temp = stepmem.temporaries(shape, act, stepped=params, loss=loss)
+        if best is None or state + act + temp > sum(best):
+            best = (state, act, temp)
+    state, act, temp = best
     w = int(state * one.weights / (one.weights + one.gradients + one.optimizer))
     g = int(state * one.gradients / (one.weights + one.gradients + one.optimizer))
-    return Memory(w, g, int(state) - w - g, int(act), one.temporaries)
+    return Memory(w, g, state - w - g, int(act), temp)
 
 
 def _micro(k: int, compute_s: float, comm_op: str, comm_bytes: float) -> MicroStep:
@@ -214,14 +276,17 @@ def seconds(s: stepmem.Shape, hw: Hardware, st: Strategy) -> tuple[float, float]
     if st.checkpointing == "selective":  # pointwise ops re-run: an assumption (SELECTIVE_OVERHEAD)
         compute *= 1 + SELECTIVE_OVERHEAD
     if st.checkpointing == "offload":  # two copies per offloaded byte, on the compute stream (lab 1)
-        b = s.batch // d // st.accumulation
-        compute += 2 * st.accumulation * s.layers * b * s.seq * s.hidden * s.dtype_bytes / hw.host_Bps
+        b = s.batch // d // st.accumulation  # a pipeline stage offloads its own layers' inputs
+        compute += 2 * st.accumulation * s.layers // st.stages * b * s.seq * s.hidden * s.dtype_bytes / hw.host_Bps
     grads = stepmem.parameters(s) * s.dtype_bytes
     link, k = hw.link, st.accumulation
     if st.parallel == "pipeline":
         p, m = st.stages, k
-        send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.compute_bytes, 2, link)
-        span = (compute * p / m + 2 * send) * (m + p - 1)  # each stage's share, per micro-batch
+        # the residual stream between stages is in the master dtype (fp32 under autocast: lab 8's table)
+        send = collective_seconds("send", s.batch // d // m * s.seq * s.hidden * s.dtype_bytes, 2, link)
+        # fill-drain: m + p - 1 slots, each one micro-batch of one stage (compute is already one
+        # device's, i.e. one stage's, share of the update: compute / m per slot), plus its two sends
+        span = (compute / m + 2 * send) * (m + p - 1)
         return span + serial_seconds([("all_reduce", grads / p)], link, d), compute
     if st.parallel == "local-sgd":
         return compute + serial_seconds([("all_reduce", grads)], link, d) / st.h, compute

@@ -1,10 +1,11 @@
 """What a plan starts from, read from what a person types: a model (a built-in name or a
-transformers ``config.json``), a device memory ("80GB"), a link ("100Gb") and the hardware's
+transformers ``config.json``), a device memory ("80GB": 80 GiB, as GPUs are sold), a link ("100Gb") and the hardware's
 sustained FLOP rate. Every bad value is a ``ValueError`` naming the field and what to give."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 from lab_utils.memory import stepmem
 from lab_utils.netmodel import LINKS, Link
 
-__all__ = ["BUILTIN", "Hardware", "model_fields", "parse_bytes", "parse_link", "DEFAULT_TFLOPS"]
+__all__ = ["BUILTIN", "Hardware", "model_fields", "parse_bytes", "parse_memory", "parse_link", "DEFAULT_TFLOPS"]
 
 # Shapes of public models (their published configs, rounded to what the calculator needs).
 BUILTIN: dict[str, dict] = {
@@ -48,6 +49,7 @@ class Hardware:
     link: Link
     tflops: float
     host_Bps: float = 25e9  # PCIe 4 x16, about 25 GB/s each way
+    memory_note: str = ""  # how the memory the person typed was read (inputs.parse_memory)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.devices, int) and self.devices >= 1):
@@ -58,31 +60,47 @@ class Hardware:
             raise ValueError(f"--tflops {self.tflops!r}: give the sustained TFLOP/s of one device, e.g. 400")
 
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": 2**10,
-    "mib": 2**20,
-    "gib": 2**30,
-    "tib": 2**40,
-}
+_SI = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12}
+_BINARY = {"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+# A device's memory is sold in binary units written "GB": an "80GB" A100 or H100 holds 80 GiB
+# (nvidia-smi: 81920 MiB on an A100 80GB, 81559 usable on an H100), a "24GB" card 24 GiB.
+_VENDOR = {"kb": 2**10, "mb": 2**20, "gb": 2**30, "tb": 2**40}
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b?|b)?\s*", re.IGNORECASE)
 
 
-def parse_bytes(text: str | int, field: str = "--memory") -> int:
-    """'80GB' -> 80e9 bytes, '80GiB' -> 80 * 2**30, '16 gb', '40000MB'; a number is bytes."""
+def _size(text: str | int, field: str) -> tuple[float, str]:
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return int(text)
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]i?b?|b)?\s*", str(text), re.IGNORECASE)
+        return float(text), ""
+    m = _SIZE.fullmatch(str(text))
     unit = (m.group(2) or "").lower() if m else None
     if unit and not unit.endswith("b"):
         unit += "b"  # '80G' reads as 80GB
-    if not m or unit not in _UNITS:
-        raise ValueError(f"{field} {text!r}: give a size such as 80GB, 80GiB or 16000MB")
-    return int(float(m.group(1)) * _UNITS[unit])
+    if not m or unit not in _SI | _BINARY:
+        raise ValueError(f"{field} {text!r}: give a size such as 80GB, 80GiB, 16000MB or a number of bytes (80e9)")
+    return float(m.group(1)), unit
+
+
+def parse_bytes(text: str | int, field: str = "--size") -> int:
+    """A size in bytes as the SI and IEC units write it: '80GB' -> 80e9, '80GiB' -> 80 * 2**30,
+    '16 gb', '40000MB'; a number (or '80e9') is bytes. A device's memory: ``parse_memory``."""
+    value, unit = _size(text, field)
+    return int(value * (_SI | _BINARY)[unit])
+
+
+def parse_memory(text: str | int, field: str = "--memory") -> tuple[int, str]:
+    """One device's memory as a person types it, and what it was read as: 'GB' (and 'MB', 'TB')
+    as GPU vendors mean them, binary: '80GB' -> 80 GiB, as an "80GB" GPU holds; '80GiB' the same;
+    a number (or '80e9') is bytes, for a decimal size."""
+    value, unit = _size(text, field)
+    if unit in ("", "b") and value < 2**20:
+        raise ValueError(f"{field} {text!r}: a number is bytes, and this is under 1 MiB; give e.g. {value:g}GB")
+    if unit in _VENDOR:
+        decimal = f"{value:g}e{round(math.log10(_SI[unit]))}"
+        return int(value * _VENDOR[unit]), (
+            f"{field} {str(text).strip()} read as {value:g} {unit[0].upper()}iB, as a GPU sold as {value:g} "
+            f"{unit.upper()} holds (give {decimal} bytes for a decimal size)"
+        )
+    return int(value * (_SI | _BINARY)[unit]), ""
 
 
 def parse_link(text: str | Link, latency_us: float = 10.0, field: str = "--link") -> Link:

@@ -5,27 +5,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lab_utils.memory import fmt_bytes
+from lab_utils.memory import fmt_bytes, stepmem
 from lab_utils.plan.cost import Plan
 from lab_utils.plan.inputs import Hardware
 
-__all__ = ["MODELS", "table", "best_per_family", "figure", "legend"]
+__all__ = ["MODELS", "table", "best_per_family", "figure", "legend", "left_out"]
 
 # What each number rests on: the lab that validated the model and the error it measured there.
 MODELS: dict[str, str] = {
     "memory": "stepmem, labs 1 and 8: Llama-style decoders' peak within 4 % of the meters on shapes the fit "
     "never saw; a real CPU step's process peak (VmHWM) at 125 M parameters -0.4 % (fp32) and -0.2 % (bf16); "
     "BERT-large's shape within 0.3 % (lab 1); on GPUs not yet compared",
-    "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks",
+    "sharding": "ZeRO-1/2/FSDP bytes per rank, lab 7: equal to the bytes measured on its ranks; every plan keeps "
+    "the autocast layout (AdamW: 4 + 4 + 8 bytes per parameter, fp32 weights and gradients outside the optimizer, "
+    "as torch.autocast and the HF Trainer's bf16=True keep them), not ZeRO's paper layout (2 + 2 + 12: 16-bit "
+    "weights and gradients, the fp32 master in the optimizer), whose ZeRO-1/2 keep less (cost.zero_state)",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
     "it exactly; the measured wall-clock bubble is near it",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
-    "time": "overlap model, lab 3: on a real shaped link 12 of 18 points within 10 % (worst 15 %) with its "
-    "measured contention term, which this plan does not apply (worst 31 % without it); "
+    "time": "overlap model, lab 3: on a real shaped link (2 CPU ranks) it was optimistic at all 18 points, "
+    "within 10 % at 5 of 18 points (worst 58 %) without its measured contention term, which this plan does "
+    "not apply, and within 10 % at 12 of 18 points (worst 24 %) with it; "
     "FSDP's traffic 1.5 x DDP's (lab 7, counted exactly); "
     "local SGD averages once every H updates (lab 5: it changes the loss curve)",
-    "compute": "an assumption, not a measurement: FLOPs / the sustained TFLOP/s given (--tflops)",
+    "compute": "an assumption, not a measurement: FLOPs / the sustained TFLOP/s given (--tflops), at the same rate "
+    "for any micro-batch, so K micro-batches (accumulation, a pipeline's m) cost no more than one large one and "
+    "plans that differ only in K tie (the fewer micro-batches first); a GPU runs small matmuls at a lower rate. "
+    "Checkpointing replays each layer's forward but its last matmul (early stop, counted on a real step)",
 }
 
 
@@ -36,7 +43,50 @@ def legend(hw: Hardware) -> str:
         f"({hw.link.bandwidth_Bps * 8 / 1e9:g} Gbit/s, {hw.link.latency_s * 1e6:g} us), {hw.tflops:g} TFLOP/s "
         "sustained per device (assumed)."
     ]
+    if hw.memory_note:
+        lines.append(f"  {hw.memory_note}")
     lines += [f"  {k}: {v}" for k, v in MODELS.items()]
+    return "\n".join(lines)
+
+
+def left_out(s: stepmem.Shape) -> str:
+    """What no number above includes, each with its size for ``s`` where the models give one (per
+    device), so a reader can add it: the planner's peaks are below what a GPU run needs."""
+    n, e = stepmem.parameters(s), s.dtype_bytes
+    copies = stepmem.layer_parameters(s) - 2 * s.hidden
+    copies = s.compute_bytes * s.layers * copies if s.precision == "bf16" else 0
+    logits = 3 * s.seq * s.vocab * 4 if s.arch != "bert" else 0
+    lines = [
+        "Left out of every number above (add what applies to yours):",
+        "  tensor, sequence and context parallelism: not planned; TP + SP divide each layer's weights and "
+        "activations by t (Korthikanti et al. 2022), CP splits a sequence: plan them when one layer or one "
+        "sequence does not fit a device",
+        f"  DDP's gradient buckets: the ddp rows assume gradient_as_bucket_view=True; torch's default (False) "
+        f"keeps a bucket copy of every gradient: +{fmt_bytes(n * e)} per device (lab 3 measures it)",
+    ]
+    if copies:
+        lines.append(
+            f"  autocast's weight-copy cache: with checkpointing every layer's bf16 copy stays cached until autocast "
+            f"exits after the forward: +{fmt_bytes(copies)} per device then (torch.autocast(cache_enabled=False) "
+            "or FSDP's MixedPrecisionPolicy avoid it)"
+        )
+    if logits:
+        lines.append(
+            f"  the loss as transformers computes it: fp32 logits, kept and twice at its backward, "
+            f"{fmt_bytes(logits)} per sequence of a micro-batch (in the peaks above); a chunked or fused "
+            "cross-entropy keeps a fraction of it"
+        )
+    lines += [
+        f"  gradients stay allocated between steps (zero_grad(set_to_none=False)); torch's default frees them, "
+        f"{fmt_bytes(n * e)} per device less (unsharded) until the next backward",
+        "  the optimizer is torch's default AdamW (foreach: one fp32 buffer of the parameters it steps); fused=True "
+        "keeps none",
+        "  the CUDA context (about 1.3 GB per process), NCCL's buffers (NCCL_BUFFSIZE, 4 MiB by default, per "
+        "channel and peer: tens to hundreds of MiB) and the caching allocator's reserve and fragmentation (lab 1: "
+        "the HF guide's published bert-large runs sat 2-12 % above the calculator plus the context)",
+        "  time: small micro-batches' lower efficiency, the optimizer step, a hierarchical network, and the "
+        "contention lab 3 measured between transfers and the backward",
+    ]
     return "\n".join(lines)
 
 

@@ -64,6 +64,7 @@ def test_bf16_keeps_fp32_state_and_bf16_copies_of_the_matmul_weights():
         (dict(precision="fp16"), "precision"),
         (dict(kv_heads=4), "kv_heads"),
         (dict(attention="eager"), "sdpa"),
+        (dict(dropout=0.1), "without attention dropout"),
         (dict(arch="gpt2", precision="bf16"), "bf16 mixed precision"),
     ],
 )

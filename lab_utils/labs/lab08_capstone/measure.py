@@ -1,4 +1,4 @@
-"""A scaled-down plan, run for real here: a Llama-style decoder built offline from a ``Shape``.
+"""A scaled-down plan, run for real here: a model built offline from a ``Shape`` (Llama, GPT-2, BERT).
 
     got = measure.step_parts(shape)      # a stepmem.Anatomy, measured (bf16 autocast if the shape says so)
     measure.process_peak(shape)          # bytes: VmHWM of a fresh process, less its start
@@ -30,32 +30,73 @@ __all__ = ["build", "step_parts", "process_peak"]
 
 
 def build(shape: Shape) -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """A ``LlamaForCausalLM`` of ``shape`` (random weights, sdpa, no download) and a batch of
-    ``shape.batch`` random sequences of ``shape.seq`` tokens (labels = inputs)."""
-    if shape.arch != "llama":
-        raise ValueError(f"build(shape.arch={shape.arch!r}): only Llama shapes are built here")
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(
-        vocab_size=shape.vocab,
-        hidden_size=shape.hidden,
-        intermediate_size=shape.ffn_size,
-        num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads,
-        num_key_value_heads=shape.n_kv_heads,
-        max_position_embeddings=shape.positions,
-        tie_word_embeddings=shape.tied,
-        use_cache=False,
-        attn_implementation="sdpa",
-    )
+    """A model of ``shape`` (random weights, no download) and a batch of ``shape.batch`` random
+    sequences of ``shape.seq`` tokens: a ``LlamaForCausalLM`` (sdpa) or a ``GPT2LMHeadModel``
+    (labels = inputs), or a ``BertForSequenceClassification`` (a label per sequence), with the
+    shape's attention, dropout and checkpointing."""
     torch.manual_seed(0)
-    model = LlamaForCausalLM(cfg)
-    model.loss_type = "ForCausalLM"
+    model = _model(shape)
     if shape.checkpointing:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=g)
-    return model, {"input_ids": ids, "labels": ids}
+    labels = torch.arange(shape.batch) % shape.num_labels if shape.arch == "bert" else ids
+    return model, {"input_ids": ids, "labels": labels}
+
+
+def _model(shape: Shape) -> nn.Module:
+    import transformers as tf
+
+    if shape.arch == "llama":
+        cfg = tf.LlamaConfig(
+            vocab_size=shape.vocab,
+            hidden_size=shape.hidden,
+            intermediate_size=shape.ffn_size,
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            num_key_value_heads=shape.n_kv_heads,
+            max_position_embeddings=shape.positions,
+            tie_word_embeddings=shape.tied,
+            attention_dropout=shape.dropout,
+            use_cache=False,
+            attn_implementation="sdpa",
+        )
+        model = tf.LlamaForCausalLM(cfg)
+    elif shape.arch == "gpt2":
+        cfg = tf.GPT2Config(
+            vocab_size=shape.vocab,
+            n_positions=shape.positions,
+            n_embd=shape.hidden,
+            n_layer=shape.layers,
+            n_head=shape.heads,
+            n_inner=shape.ffn or None,
+            resid_pdrop=shape.dropout,
+            embd_pdrop=shape.dropout,
+            attn_pdrop=shape.dropout,
+            bos_token_id=shape.vocab - 1,
+            eos_token_id=shape.vocab - 1,
+            use_cache=False,
+        )
+        cfg._attn_implementation = shape.attention
+        model = tf.GPT2LMHeadModel(cfg)
+    else:
+        cfg = tf.BertConfig(
+            vocab_size=shape.vocab,
+            hidden_size=shape.hidden,
+            num_hidden_layers=shape.layers,
+            num_attention_heads=shape.heads,
+            intermediate_size=shape.ffn_size,
+            max_position_embeddings=shape.positions,
+            type_vocab_size=shape.type_vocab,
+            hidden_dropout_prob=shape.dropout,
+            attention_probs_dropout_prob=shape.dropout,
+            num_labels=shape.num_labels,
+            use_cache=False,
+        )
+        cfg._attn_implementation = shape.attention
+        return tf.BertForSequenceClassification(cfg)
+    model.loss_type = "ForCausalLM"
+    return model
 
 
 def _optimizer(shape: Shape, model: nn.Module) -> torch.optim.Optimizer:
