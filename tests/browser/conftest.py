@@ -132,13 +132,5 @@ def artifacts() -> Path:
     return ARTIFACTS
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def which(name: str) -> str | None:
     return shutil.which(name)

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import ROOT, free_port
+from lab_utils.launcher import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SLIDES = ROOT / "slides"
 BUILD = Path(os.environ.get("SLIDES_BUILD") or SLIDES / "build")

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from lab_utils.launcher import free_port
 from lab_utils.launcher.proctree import descendants
 
-from .conftest import ROOT, free_port
+ROOT = Path(__file__).resolve().parents[2]
 
 LABS = sorted(f"{p.parent.name}/{p.name}" for p in (ROOT / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb"))
 RUN_TIMEOUT_S = float(os.environ.get("LAB_BROWSER_RUN_TIMEOUT", "420"))

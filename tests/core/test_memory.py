@@ -6,7 +6,7 @@ from torch.utils.checkpoint import checkpoint
 
 from lab_utils.memory import CudaPeak, SavedTensorMeter, cpu_levels, cpu_peak, measure_step, note_saved
 from lab_utils.models import mlp
-from tests.helpers.chains import forward_every_block, forward_selective
+from tests.helpers.chains import forward_every_block
 
 B, W, N = 8, 32, 4
 F32 = 4
@@ -54,16 +54,6 @@ def test_every_block_checkpointed_keeps_block_inputs():
     with SavedTensorMeter(model) as m2:
         forward_every_block(model, x).sum()
     assert m2.total_bytes == m.total_bytes
-
-
-def test_selective_cache_is_counted():
-    # Saving matmul outputs in an MLP block keeps the same two tensors as no checkpointing:
-    # the block input (region input) and the Linear output (selective cache; GELU's input).
-    model, x = chain()
-    with SavedTensorMeter(model) as m:
-        forward_selective(model, x).sum()
-    assert m.total_bytes == 2 * N * B * W * F32
-    assert sum(r.source == "selective cache" for r in m.records) == N
 
 
 def test_shared_storage_counted_once_and_views_count_whole_storage():

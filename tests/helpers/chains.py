@@ -1,10 +1,7 @@
-"""Forward functions of a chain, as the lab's cells write them, for the tests to measure."""
+"""Forward functions of a chain (plain torch), as lab 1's cells write them, for the tests to measure.
+The selective one, which needs lab 1's policies, is ``tests/labs/lab01_checkpointing/chains.py``."""
 
-import functools
-
-from torch.utils.checkpoint import checkpoint, checkpoint_sequential, create_selective_checkpoint_contexts
-
-from lab_utils.labs.lab01_checkpointing.policies import counted, selective_policy
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 
 def forward_plain(blocks, x):
@@ -23,14 +20,6 @@ def forward_segments(blocks, x, segments):
     for start, stop, mode in segments:
         part = blocks[start:stop]
         h = part(h) if mode == "store" else checkpoint(part, h, use_reentrant=False)
-    return h
-
-
-def forward_selective(blocks, x, policy=None):
-    contexts = functools.partial(create_selective_checkpoint_contexts, counted(policy or selective_policy()))
-    h = x
-    for blk in blocks:
-        h = checkpoint(blk, h, use_reentrant=False, context_fn=contexts)
     return h
 
 

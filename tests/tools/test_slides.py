@@ -10,8 +10,9 @@ import pytest
 
 SLIDES = Path(__file__).resolve().parents[2] / "slides"
 sys.path.insert(0, str(SLIDES))
-import build  # noqa: E402  (slides/build.py)
 import lab_figures  # noqa: E402
+
+import build  # noqa: E402  (slides/build.py)
 
 DECKS = {d.name: d for d in build.discover()}
 

@@ -25,9 +25,9 @@ from tests.helpers.chains import (
     forward_every_block,
     forward_plain,
     forward_segments,
-    forward_selective,
     forward_sequential,
 )
+from tests.labs.lab01_checkpointing.chains import forward_selective
 
 N, B, W = 5, 4, 16
 UNIT = B * W * 4

@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils import launch
-from lab_utils.labs.lab06_pipeline import exercises, runs, stages, traffic
-from tests.labs.lab06_pipeline.schedules import Checkpointed, interleaved_step
+from lab_utils.labs.lab06_pipeline import exercises, runs, traffic
+from tests.labs.lab06_pipeline.schedules import SPEC, Checkpointed, M, interleaved_step
 
 
 def bytes_to(events) -> dict[int, int]:
@@ -25,10 +25,6 @@ def bytes_to(events) -> dict[int, int]:
         if e.op == "send":
             out[e.peer] = out.get(e.peer, 0) + e.nbytes
     return out
-
-
-SPEC = stages.Spec(depth=4, width=16, batch=8, dtype=torch.float64)
-M = 4
 
 
 def two_stage(stage, inputs, targets):

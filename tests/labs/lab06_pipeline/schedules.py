@@ -10,6 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from lab_utils.labs.lab06_pipeline import stages
+from lab_utils.labs.lab06_pipeline.records import Event
 
 
 class Checkpointed(nn.Module):
@@ -41,3 +42,18 @@ def interleaved_step(parts, inputs, targets):
         sched.step(target=torch.cat(targets))
     else:
         sched.step()
+
+
+SPEC = stages.Spec(depth=4, width=16, batch=8, dtype=torch.float64)  # the stages the tests run
+M = 4  # micro-batches per step
+
+
+def ideal_gpipe(p: int, m: int, f: float = 1.0, b: float = 2.0) -> list[list[Event]]:
+    """GPipe's ideal timeline with equal stages, built by hand."""
+    out = []
+    for s in range(p):
+        evs = [Event(s, "F", i, (s + i) * f, (s + i + 1) * f) for i in range(m)]
+        t_b = (m + p - 1) * f
+        evs += [Event(s, "B", i, t_b + (p - 1 - s + i) * b, t_b + (p - s + i) * b) for i in range(m)]
+        out.append(evs)
+    return out

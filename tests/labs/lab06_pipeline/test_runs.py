@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from lab_utils.labs.lab06_pipeline import stages, timeline
-
-from .conftest import SPEC, M
+from tests.labs.lab06_pipeline.schedules import SPEC, M
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 

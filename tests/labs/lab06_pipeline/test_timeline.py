@@ -21,7 +21,7 @@ from lab_utils.labs.lab06_pipeline.timeline import (
     replay,
     schedule_split,
 )
-from tests.labs.lab06_pipeline.schedules import Checkpointed
+from tests.labs.lab06_pipeline.schedules import Checkpointed, ideal_gpipe
 
 
 def _stage() -> nn.Module:
@@ -71,21 +71,10 @@ def test_recorder_refuses_a_stage_without_parameters():
         Recorder(nn.GELU(), 3)
 
 
-def _gpipe(p: int, m: int, f: float = 1.0, b: float = 2.0) -> list[list[Event]]:
-    """GPipe's ideal timeline with equal stages, built by hand."""
-    out = []
-    for s in range(p):
-        evs = [Event(s, "F", i, (s + i) * f, (s + i + 1) * f) for i in range(m)]
-        t_b = (m + p - 1) * f
-        evs += [Event(s, "B", i, t_b + (p - 1 - s + i) * b, t_b + (p - s + i) * b) for i in range(m)]
-        out.append(evs)
-    return out
-
-
 @pytest.mark.parametrize(("p", "m"), [(2, 1), (2, 4), (3, 3), (4, 8)])
 def test_bubble_of_the_ideal_timeline_is_the_formula(p, m):
-    assert bubble(_gpipe(p, m)) == pytest.approx(formula(p, m))
-    assert bubble(replay(_gpipe(p, m))) == pytest.approx(formula(p, m))
+    assert bubble(ideal_gpipe(p, m)) == pytest.approx(formula(p, m))
+    assert bubble(replay(ideal_gpipe(p, m))) == pytest.approx(formula(p, m))
 
 
 def test_replay_removes_message_delays_and_slots_remove_durations():
@@ -96,13 +85,13 @@ def test_replay_removes_message_delays_and_slots_remove_durations():
             Event(e.stage, e.kind, e.micro_batch, e.start + delay[e.stage, e.kind], e.end + delay[e.stage, e.kind])
             for e in st
         ]
-        for st in _gpipe(2, 4)
+        for st in ideal_gpipe(2, 4)
     ]
     assert bubble(late) > formula(2, 4) + 0.01  # waiting for messages is idle time too
     assert bubble(replay(late)) == pytest.approx(formula(2, 4))
     uneven = [
         [Event(e.stage, e.kind, e.micro_batch, e.start, e.start + (3 if e.stage else 1)) for e in st]
-        for st in _gpipe(2, 4)
+        for st in ideal_gpipe(2, 4)
     ]
     assert bubble(replay(uneven)) > formula(2, 4) + 0.05
     assert bubble(replay(uneven, slots=True)) == pytest.approx(formula(2, 4))
@@ -213,7 +202,7 @@ def test_formula_split_is_the_hand_arithmetic():
 
 @pytest.mark.parametrize(("p", "m", "f", "b"), [(2, 4, 1.0, 2.0), (2, 1, 1.0, 2.0), (3, 3, 1.0, 3.0), (4, 8, 2.0, 1.0)])
 def test_schedule_split_of_the_ideal_timeline_is_formula_split(p, m, f, b):
-    ideal = _gpipe(p, m, f, b)
+    ideal = ideal_gpipe(p, m, f, b)
     want = formula_split(p, m, t_f=f, t_b=b)
     got = schedule_split(ideal)
     assert got.measured == pytest.approx(want.measured) and got.blocked == pytest.approx(want.blocked)
@@ -234,7 +223,7 @@ def test_schedule_split_sees_an_imbalance():
             )
             for e in st
         ]
-        for st in _gpipe(2, 4)
+        for st in ideal_gpipe(2, 4)
     ]
     got = schedule_split(replay(uneven))
     # by hand: stage 1 F 1-5, B 5-7 ... 11-13; stage 0 F 0-4, B 7-8, 9-10, 11-12, 13-14: span 14
@@ -243,7 +232,7 @@ def test_schedule_split_sees_an_imbalance():
 
 
 def test_median_repeat_picks_one_step():
-    steps = [_gpipe(2, 4), _gpipe(2, 1), _gpipe(2, 8)]  # bubbles 0.2, 0.5, 1/9
+    steps = [ideal_gpipe(2, 4), ideal_gpipe(2, 1), ideal_gpipe(2, 8)]  # bubbles 0.2, 0.5, 1/9
     per_rank = [[steps[i][s] for i in range(3)] for s in range(2)]
     assert median_repeat(per_rank) == 0
     assert median_repeat([r[:2] for r in per_rank]) == 0  # of two, the lower middle: 0.2 < 0.5

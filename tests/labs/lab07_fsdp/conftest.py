@@ -15,9 +15,7 @@ from torch.distributed.fsdp import fully_shard
 from lab_utils import CommCounter, data, launch
 from lab_utils.flat import flat
 from lab_utils.labs.lab07_fsdp import holdings, traffic, workload, zero
-
-WIDTH, DEPTH, K = 8, 2, 3
-PARAM_BYTES = DEPTH * (WIDTH * WIDTH + WIDTH) * 8
+from tests.labs.lab07_fsdp.sizes import DEPTH, WIDTH, K
 
 
 def _shard(model, reshard_after_forward=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab_utils.labs.lab07_fsdp import holdings
-from tests.labs.lab07_fsdp.conftest import DEPTH, PARAM_BYTES, K
+from tests.labs.lab07_fsdp.sizes import DEPTH, PARAM_BYTES, K
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 

@@ -7,7 +7,7 @@ import pytest
 from lab_utils.comm import CommEvent
 from lab_utils.labs.lab07_fsdp import traffic
 from lab_utils.netmodel import LINKS, Link, collective_seconds, comm_seconds
-from tests.labs.lab07_fsdp.conftest import DEPTH, PARAM_BYTES, K
+from tests.labs.lab07_fsdp.sizes import DEPTH, PARAM_BYTES, K
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from lab_utils.flat import flat
 from lab_utils.labs.lab07_fsdp import workload
-from tests.labs.lab07_fsdp.conftest import DEPTH, PARAM_BYTES, WIDTH, K
+from tests.labs.lab07_fsdp.sizes import DEPTH, PARAM_BYTES, WIDTH, K
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_orphans")]
 
