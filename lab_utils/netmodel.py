@@ -51,7 +51,6 @@ __all__ = [
     "no_sync_update_seconds",
     "serial_seconds",
     "evenly_ready",
-    "lockstep_update_seconds",
 ]
 
 ALGORITHMS = ("ring", "tree")
@@ -231,11 +230,11 @@ def backward_with_comm(
 ) -> OverlapStep:
     """The backward with each bucket's collective queued on ``link`` as soon as it is ready.
 
-    Transfers go in order of ``ready_s``. DDP (and :func:`lockstep_update_seconds`) send buckets in bucket
-    order instead; the two agree whenever ready times rise with the bucket index, as they do for
-    DDP's rebuilt buckets (filled in the order the backward makes the gradients). With
-    ``contention``, ``ready_s`` and ``backward_s`` are compute seconds measured without
-    communication; the returned ``backward_s`` is when the slowed compute really ended."""
+    Transfers go in order of ``ready_s``. DDP sends buckets in bucket order instead; the two agree
+    whenever ready times rise with the bucket index, as they do for DDP's rebuilt buckets (filled
+    in the order the backward makes the gradients). With ``contention``, ``ready_s`` and
+    ``backward_s`` are compute seconds measured without communication; the returned
+    ``backward_s`` is when the slowed compute really ended."""
     _check(world_size)
     if any(b.ready_s > backward_s * (1 + 1e-9) + 1e-12 for b in buckets):
         raise ValueError(f"a bucket is ready after the backward ended ({backward_s} s): ready_s must be <= backward_s")
@@ -349,33 +348,3 @@ def evenly_ready(bucket_bytes: Sequence[float], backward_s: float, op: str = "al
         done += n
         out.append(Bucket(backward_s * done / total, n, op))
     return out
-
-
-def lockstep_update_seconds(
-    per_rank: Sequence[Sequence[MicroStep]], link: Link, world_size: int, *, optimizer_s: float = 0.0
-) -> list[float]:
-    """Seconds per update on each rank when every rank runs its own measured micro-steps and a
-    bucket's collective can start only once *every* rank has that bucket ready (and the link is
-    free): the slowest rank sets the pace. ``per_rank[r][i]`` is rank r's micro-step i; a
-    micro-step with no buckets sends nothing (under ``no_sync``). Each rank leaves a synchronised
-    backward at max(its own compute end, the last transfer's end). One rank, one list: the same
-    as :func:`naive_update_seconds` / :func:`no_sync_update_seconds` for its micro-steps. Buckets go on the link
-    in their index order, as DDP launches them (see :func:`backward_with_comm` for ready order).
-
-        lockstep_update_seconds([[MicroStep(0.1, 0.2, [Bucket(0.2, 1e6)])]] * 2, LINKS["1GbE"], 2)
-    """
-    _check(world_size)
-    if not per_rank or len({len(steps) for steps in per_rank}) != 1:
-        raise ValueError("per_rank: every rank needs the same number of micro-steps (at least one rank)")
-    clock = [0.0] * len(per_rank)
-    for i in range(len(per_rank[0])):
-        micro = [steps[i] for steps in per_rank]
-        if len({len(m.buckets) for m in micro}) != 1:
-            raise ValueError(f"micro-step {i}: the ranks made different numbers of buckets")
-        free = 0.0
-        for j in range(len(micro[0].buckets)):
-            ready = max(t + m.forward_s + m.buckets[j].ready_s for t, m in zip(clock, micro))
-            start = max(ready, free)
-            free = start + collective_seconds(micro[0].buckets[j].op, micro[0].buckets[j].nbytes, world_size, link)
-        clock = [max(t + m.forward_s + m.backward_s, free) for t, m in zip(clock, micro)]
-    return [t + optimizer_s for t in clock]

@@ -10,7 +10,6 @@ from lab_utils.netmodel import (
     backward_then_comm,
     backward_with_comm,
     evenly_ready,
-    lockstep_update_seconds,
     naive_update_seconds,
     no_sync_update_seconds,
     serial_seconds,
@@ -85,32 +84,6 @@ def test_evenly_ready_spreads_by_bytes():
 def test_bad_input_says_what(call, match):
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def test_lockstep_one_rank_is_the_single_rank_model():
-    synced = MicroStep(0.2, 0.5, evenly_ready([4e5, 6e5], 0.5))
-    quiet = MicroStep(0.2, 0.5)
-    for k in (1, 3):
-        (naive,) = lockstep_update_seconds([[synced] * k], LINK, 2, optimizer_s=0.1)
-        (no_sync,) = lockstep_update_seconds([[quiet] * (k - 1) + [synced]], LINK, 2, optimizer_s=0.1)
-        assert naive == pytest.approx(naive_update_seconds(synced, k, LINK, 2, optimizer_s=0.1))
-        assert no_sync == pytest.approx(no_sync_update_seconds(synced, k, LINK, 2, optimizer_s=0.1))
-
-
-def test_lockstep_waits_for_the_slowest_rank():
-    cost = allreduce_seconds(1e5, 2, LINK)  # 0.1 s
-    fast = MicroStep(0.0, 0.2, [Bucket(0.2, 1e5)])
-    slow = MicroStep(0.0, 1.0, [Bucket(1.0, 1e5)])
-    # the collective starts when the slow rank is ready: both ranks leave at 1.0 + cost
-    assert lockstep_update_seconds([[fast], [slow]], LINK, 2) == pytest.approx([1.0 + cost, 1.0 + cost])
-    # unsynchronised micro-steps let the ranks drift; the last synchronised one waits for the slowest
-    quiet_fast, quiet_slow = MicroStep(0.0, 0.2), MicroStep(0.0, 1.0)
-    got = lockstep_update_seconds([[quiet_fast, fast], [quiet_slow, slow]], LINK, 2)
-    assert got == pytest.approx([2.0 + cost, 2.0 + cost])
-    with pytest.raises(ValueError, match="same number of micro-steps"):
-        lockstep_update_seconds([[fast], [fast, fast]], LINK, 2)
-    with pytest.raises(ValueError, match="different numbers of buckets"):
-        lockstep_update_seconds([[fast], [quiet_slow]], LINK, 2)
 
 
 def test_contention_slows_the_compute_and_the_transfer_it_overlaps():

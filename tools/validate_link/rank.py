@@ -43,7 +43,7 @@ def main(work: str) -> None:
                             timeout=timedelta(seconds=cfg.timeout_s))  # fmt: skip
     setup = workload.Setup(width=cfg.width, depth=cfg.depth, micro_batch=cfg.micro_batch)
     loops = {"naive": _naive, "no_sync": _no_sync, "compute": _compute_only}
-    loopback = timing.measure({"naive": _naive}, ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
+    loopback = timing.measure(ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
     micro = timing.micro_step(loopback)
     bwd = torch.tensor([micro.backward_s], dtype=torch.float64)  # the slowest rank's median backward
     dist.all_reduce(bwd, op=dist.ReduceOp.MAX)

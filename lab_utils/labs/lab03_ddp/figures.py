@@ -7,7 +7,6 @@
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
     figures.time_per_update(timing.update_seconds(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
-    figures.validation(timing.validation(res))  # emulated link on real ranks against the model
     figures.hooks(settings.hooks)      # bytes per update and distance to float32, per comm hook
 
 Figures with modelled communication say so in their title.
@@ -24,12 +23,12 @@ from plotly.subplots import make_subplots
 
 from lab_utils.labs.lab03_ddp.reducer import Observed
 from lab_utils.labs.lab03_ddp.settings import HookRun, Refused
-from lab_utils.labs.lab03_ddp.timing import Row, Sweep, update_seconds
+from lab_utils.labs.lab03_ddp.timing import Sweep, update_seconds
 from lab_utils.labs.lab03_ddp.workload import UpdateRun
 from lab_utils.netmodel import LINKS, Link
 from lab_utils.plots import PALETTE, modelled, palette, show_figure, style
 
-__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer", "validation", "hooks"]
+__all__ = ["COLORS", "comm", "flags", "buckets", "time_per_update", "explorer", "hooks"]
 
 COLORS = {"naive": "#e76f51", "no_sync": "#2a9d8f", "forward_outside": "#f4a261", "compute": "#7f7f7f"}
 _YES, _NO = "#d8f3dc", "#f1f1f1"
@@ -159,39 +158,6 @@ def explorer(measured: Sweep, *, preset: str = "10GbE") -> ipywidgets.VBox:
     lat.observe(on_slider, names="value")
     redraw()
     return ipywidgets.VBox([ipywidgets.HBox([drop, bw, lat]), out])
-
-
-def validation(rows: Sequence[Row]) -> go.Figure:
-    """One panel per emulated link: measured seconds per update (markers) against the overlap
-    model (line) and the old sum (dotted), for each loop, against K (``timing.validation`` rows)."""
-    links = list(dict.fromkeys(r.link for r in rows))
-    fig = make_subplots(rows=1, cols=len(links), subplot_titles=links)
-    for c, link in enumerate(links, start=1):
-        for i, loop in enumerate(dict.fromkeys(r.loop for r in rows)):
-            mine = [r for r in rows if r.link == link and r.loop == loop]
-            ks, color, first = [r.k for r in mine], _color(loop, i), c == 1
-            for key, name, line in (
-                ("measured_s", "measured (emulated link)", dict(width=0)),
-                ("model_s", "overlap model", dict(color=color)),
-                ("old_sum_s", "old sum", dict(color=color, dash="dot")),
-            ):
-                mode = "markers" if key == "measured_s" else "lines"
-                fig.add_trace(
-                    go.Scatter(x=ks, y=[getattr(r, key) for r in mine], name=f"{loop}: {name}", mode=mode, line=line,
-                               marker=dict(color=color, size=10), legendgroup=f"{loop}{key}", showlegend=first),
-                    1, c,
-                )  # fmt: skip
-        fig.update_xaxes(type="log", tickvals=sorted({r.k for r in rows}), title_text="K", row=1, col=c)
-    errors = sorted(abs(r.error) for r in rows)
-    old = sorted(abs(r.old_sum_error) for r in rows)
-    typical, worst = errors[len(errors) // 2], errors[-1]
-    t = (
-        f"Emulated link on 2 real ranks, each point the median repeat vs the models fed its stamps:<br>"
-        f"overlap model median |error| {100 * typical:.0f} % (worst {100 * worst:.0f} %), "
-        f"old sum median {100 * old[len(old) // 2]:.0f} %"
-    )
-    style(fig, title=t, yaxis="seconds per update", height=480)
-    return fig.update_layout(margin=dict(t=90, b=130), legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
 
 
 def hooks(results: Mapping[str, HookRun | Refused], *, update: int = -1, title: str = "") -> go.Figure:

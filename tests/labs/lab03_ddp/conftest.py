@@ -1,6 +1,6 @@
 """One launch for the whole lab's tests (each launch costs seconds here): the three
-accumulation loops, the reducer probe, the bucket counts, the timing runs on an emulated link and
-DDP's settings, on 2 real ranks.
+accumulation loops, the reducer probe, the bucket counts, the stamped timing runs and DDP's
+settings, on 2 real ranks.
 
 The loops below are the test's own copies of the lab's cells (the lab teaches them; the tests
 need fixed ones to measure the instruments against)."""
@@ -78,9 +78,7 @@ def _all(k: int, updates: int) -> dict:
         "loops": {name: workload.train(fn, k, updates=updates, setup=SMALL) for name, fn in LOOPS.items()},
         "probe": reducer.probe(setup=SMALL),
         "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
-        "sweep": timing.measure(
-            {"naive": naive, "no_sync": no_sync}, ks=(1, 3), rounds=(20,), repeats=1, bucket_cap_mb=CAP, setup=SMALL
-        ),
+        "sweep": timing.measure(ks=(1, 3), repeats=2, bucket_cap_mb=CAP, setup=SMALL),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),
         "stamps": _stamped(k),
     }

@@ -17,11 +17,6 @@ def test_figures(runs):
     assert len(figures.buckets(runs[0]["buckets"].per_step).data) == 3
     fig = figures.time_per_update(timing.update_seconds(runs[0]["sweep"], LINKS["1GbE"]), "1GbE")
     assert "modelled" in fig.layout.title.text and len(fig.data) == 3
-    rows = timing.validation([r["sweep"] for r in runs])
-    fig = figures.validation(rows)
-    assert len(fig.data) == 2 * 3 and fig.data[0].x == (1, 3)  # 2 loops x (measured, model, old sum)
-    worst = max(abs(r.error) for r in rows)
-    assert f"(worst {100 * worst:.0f} %)" in fig.layout.title.text
     fig = figures.hooks(runs[0]["settings"].hooks)
     assert list(fig.data[0].x) == ["all-reduce (float32)", "fp16_compress_hook", "PowerSGD rank 1"]  # bf16 refused
 
