@@ -1,7 +1,7 @@
 """lab_utils: the shared, tested machinery behind the labs.
 
     import lab_utils
-    lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launcher.py)
+    lab_utils.launch(fn, world_size=2)        # real ranks from a notebook cell (launcher/)
     lab_utils.CommCounter()                   # collectives and bytes (comm.py)
     lab_utils.netmodel.LINKS["1GbE"]          # modelled links and overlap (netmodel.py)
 

@@ -35,8 +35,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from lab_utils.env import dist_info
-from lab_utils.memory.recompute import in_backward
+from lab_utils.env import dist_info, in_backward
 
 __all__ = ["CommEvent", "CommCounter", "Waited", "TRACKED_OPS"]
 

@@ -27,6 +27,7 @@ __all__ = [
     "SIZES",
     "threads_per_rank",
     "quiet_native_output",
+    "in_backward",
 ]
 
 SIZES = ("student", "smoke")
@@ -109,3 +110,8 @@ def quiet_native_output():
         os.dup2(saved[1], 2)
         for fd in (*saved, null):
             os.close(fd)
+
+
+def in_backward() -> bool:
+    """True while autograd's engine is running a backward pass on this thread."""
+    return torch._C._current_graph_task_id() != -1

@@ -3,7 +3,7 @@
     from lab_figures import find, figure
     find("01_gradient_checkpointing.ipynb", "tradeoff")   # -> (cell index, plotly dict)
     figure("tradeoff", default_lab="01_gradient_checkpointing.ipynb")
-    figure("03/comm")                                      # the cell tagged figure:comm in labs/03_*.ipynb
+    figure("03/comm")                                      # the cell tagged figure:comm in labs/03_*/03_*.ipynb
 
 A lab marks a cell with the tag ``figure:<name>``; its stored output (the notebook as executed at
 the student size, `make execute`) holds exactly one plotly figure. A deck shows it with

@@ -1,8 +1,8 @@
 """Give a lab's cells slide metadata for presenting it live (RISE, or nbconvert --to slides):
 a markdown cell opening with a '#'/'##' heading starts a slide, every other cell continues it.
 
-    python slides/mark_slides.py labs/00_setup_check/00_setup_check.ipynb [more notebooks]   # rewrites metadata only
-    python slides/mark_slides.py --check labs/*.ipynb                         # exit 1 if any lacks it
+    python slides/mark_slides.py labs/00_setup_check/00_setup_check.ipynb [more]   # rewrites metadata only
+    python slides/mark_slides.py --check labs/*/[0-9]*.ipynb                        # exit 1 if any lacks it
 
 Only ``metadata.slideshow`` changes: sources, outputs and execution counts stay as they are, so
 the notebooks' stored outputs (and nbval) are untouched. A slide_type set by hand is kept.

@@ -9,12 +9,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "lab_utils"
+DOTTED = re.compile(r"lab_utils(\.\w+)+")  # a module named in a string
 
 
 def module_name(path: Path) -> str:
@@ -26,11 +28,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imported(path: Path, known: set[str]) -> set[str]:
-    """Every module ``path`` imports, anywhere in it (a function's body and TYPE_CHECKING too).
-    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module, else ``pkg``."""
+def imported(path: Path, known: set[str], here: str | None = None) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (a function's body and TYPE_CHECKING too), and
+    every module a string in it names. ``from pkg import name`` counts as importing ``pkg.name``
+    when that is a module, else ``pkg``. ``here``: the module's own name (default: from its path)."""
     out = set()
-    here = module_name(path)
+    here = here or module_name(path)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -42,6 +45,8 @@ def imported(path: Path, known: set[str]) -> set[str]:
                 base = ".".join([*anchor, *([base] if base else [])])
             for a in node.names:
                 out.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and DOTTED.fullmatch(node.value):
+            out.add(node.value)  # importlib.import_module("lab_utils.labs.lab03_ddp"), a lazy name
     return out
 
 
@@ -65,8 +70,14 @@ def test_the_graph_is_read():
 
 
 def test_the_core_never_imports_a_lab():
+    """Not a lab's package, nor ``lab_utils.labs`` itself (``from lab_utils import labs`` reaches
+    every lab through it); only a lab's own package imports ``lab_utils.labs`` (its ``lazy``)."""
     wrong = sorted(
-        (m, i) for m, deps in graph().items() if lab_of(m) is None for i in deps if i.startswith("lab_utils.labs.")
+        (m, i)
+        for m, deps in graph().items()
+        if lab_of(m) is None and m != "lab_utils.labs"
+        for i in deps
+        if i == "lab_utils.labs" or i.startswith("lab_utils.labs.")
     )
     assert not wrong, f"core modules importing a lab's package: {wrong}"
 
@@ -78,6 +89,10 @@ def test_no_lab_imports_another_lab():
         if lab_of(m)
         for i in deps
         if i.startswith("lab_utils.labs.") and lab_of(i) not in (None, lab_of(m))
+    )
+    assert not [m for m, deps in graph().items() if lab_of(m) and "lab_utils.labs" in deps and m.count(".") >= 3], (
+        "a lab's module imports lab_utils.labs, through which every other lab is reached (only its __init__ may, "
+        "for lazy)"
     )
     assert not wrong, f"a lab's package importing another lab's: {wrong}"
 
@@ -124,3 +139,14 @@ def test_no_import_cycle():
 )
 def test_find_cycle_finds_one_and_only_one(g, cycle):
     assert find_cycle(g) == cycle
+
+
+def test_the_reader_sees_strings_and_the_labs_package(tmp_path):
+    """A plausible way round the rules: reach a lab through ``lab_utils.labs`` or a module named in
+    a string (``importlib``, the lazy loader). Both count as imports."""
+    mod = tmp_path / "sneaky.py"
+    mod.write_text(
+        'import importlib\nfrom lab_utils import labs\nimportlib.import_module("lab_utils.labs.lab03_ddp")\n'
+    )
+    got = imported(mod, known={"lab_utils.labs", "lab_utils.labs.lab03_ddp"}, here="lab_utils.sneaky")
+    assert {"lab_utils.labs", "lab_utils.labs.lab03_ddp"} <= got

@@ -22,12 +22,9 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-__all__ = ["in_backward", "CallCounter", "count_flops", "RecomputeReport", "measure_recompute"]
+from lab_utils.env import in_backward
 
-
-def in_backward() -> bool:
-    """True while autograd's engine is running a backward pass on this thread."""
-    return torch._C._current_graph_task_id() != -1
+__all__ = ["CallCounter", "count_flops", "RecomputeReport", "measure_recompute"]
 
 
 class CallCounter:

@@ -34,7 +34,7 @@ __all__ = [
     "zero_shard",
     "LAYOUTS",
     "zero_state",
-    "bubble",
+    "fill_drain_bubble",
     "in_flight",
     "update_flops",
     "fsdp_gathered",
@@ -135,7 +135,7 @@ def zero_state(params: int, *, world_size: int, stage: int, layout: str = "autoc
     return zero_shard(w, g, o, world_size=world_size, stage=stage)
 
 
-def bubble(p: int, m: int) -> float:
+def fill_drain_bubble(p: int, m: int) -> float:
     """A fill-drain pipeline's idle fraction with equal stages: (p - 1) / (m + p - 1)."""
     return (p - 1) / (m + p - 1)
 

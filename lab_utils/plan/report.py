@@ -21,7 +21,7 @@ MODELS: dict[str, str] = {
     "as torch.autocast and the HF Trainer's bf16=True keep them), not ZeRO's paper layout (2 + 2 + 12: 16-bit "
     "weights and gradients, the fp32 master in the optimizer), whose ZeRO-1/2 keep less (cost.zero_state)",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
-    "it exactly; the measured wall-clock bubble is near it",
+    "it exactly; the wall-clock bubble measured on 2 CPU cores is larger (stage imbalance, messages)",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
     "time": "overlap model, lab 3: on a real shaped link (2 CPU ranks) it was optimistic at all 18 points, "

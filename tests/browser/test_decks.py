@@ -262,7 +262,7 @@ def test_every_lab_has_a_deck():
 
 def test_every_lab_can_be_presented_live():
     """Slide metadata on every cell of every lab, a new slide at least at each section (run
-    `python slides/mark_slides.py labs/NN_lab.ipynb` to add it without touching outputs)."""
+    `python slides/mark_slides.py labs/NN_lab/NN_lab.ipynb` to add it without touching outputs)."""
     import nbformat
 
     for path in sorted((ROOT / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):

@@ -126,7 +126,7 @@ def test_zero_figure_1_in_the_papers_layout():
 
 @pytest.mark.parametrize("p, m", [(2, 1), (4, 8), (8, 3)])
 def test_the_bubble_is_lab_6s(p, m):
-    assert cost.bubble(p, m) == formula(p, m)
+    assert cost.fill_drain_bubble(p, m) == formula(p, m)
 
 
 @pytest.mark.parametrize("p, m", [(4, 16), (2, 1), (8, 8)])
@@ -137,7 +137,7 @@ def test_a_balanced_pipeline_takes_the_fill_drain_time(p, m):
     got = plan.evaluate(shape, hw, plan.Strategy("pipeline", "none", m, 1, p))
     assert got.compute_s == pytest.approx(cost.update_flops(shape, False) / p / 400e12)
     assert got.seconds == pytest.approx(got.compute_s * (m + p - 1) / m)
-    assert got.comm_s / got.seconds == pytest.approx(cost.bubble(p, m))
+    assert got.comm_s / got.seconds == pytest.approx(cost.fill_drain_bubble(p, m))
 
 
 def test_a_longer_sequence_needs_checkpointing():

@@ -3,7 +3,8 @@
 import torch
 from torch import nn
 
-from lab_utils.memory.recompute import count_flops, in_backward, measure_recompute
+from lab_utils.env import in_backward
+from lab_utils.memory.recompute import count_flops, measure_recompute
 from lab_utils.models import mlp
 from tests.helpers.chains import forward_every_block, forward_sequential
 

@@ -14,7 +14,7 @@ from dataclasses import asdict
 import pytest
 
 from lab_utils.labs.lab03_ddp import reallink
-from lab_utils.labs.lab03_ddp.timing import Micro, Update
+from lab_utils.labs.lab03_ddp.stamps import Micro, Update
 from lab_utils.netmodel import Bucket, Contention, Link, MicroStep, naive_update_seconds, no_sync_update_seconds
 from tools.validate_link import netns, run
 

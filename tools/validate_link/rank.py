@@ -4,7 +4,7 @@
 
 It reads ``WORKDIR/config.json``, stamps the typical micro-step on the unshaped veth, then for
 each link speed shapes its own end (tc tbf), calibrates the link, measures the contention and
-times the loops (every update stamped, ``timing.UpdateStamps``), and writes ``WORKDIR/rank<r>.json``.
+times the loops (every update stamped, ``stamps.UpdateStamps``), and writes ``WORKDIR/rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def main(work: str) -> None:
     import torch.distributed as dist
 
     from lab_utils.data import micro_batches
-    from lab_utils.labs.lab03_ddp import timing, workload
-    from lab_utils.labs.lab03_ddp.timing import UpdateStamps
+    from lab_utils.labs.lab03_ddp import stamps, workload
+    from lab_utils.labs.lab03_ddp.stamps import UpdateStamps
 
     raw = json.loads(Path(work, "config.json").read_text())
     cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
@@ -43,8 +43,8 @@ def main(work: str) -> None:
                             timeout=timedelta(seconds=cfg.timeout_s))  # fmt: skip
     setup = workload.Setup(width=cfg.width, depth=cfg.depth, micro_batch=cfg.micro_batch)
     loops = {"naive": _naive, "no_sync": _no_sync, "compute": _compute_only}
-    loopback = timing.measure(ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
-    micro = timing.micro_step(loopback)
+    loopback = stamps.measure(ks=(8,), repeats=3, bucket_cap_mb=cfg.bucket_cap_mb, setup=setup)
+    micro = stamps.micro_step(loopback)
     bwd = torch.tensor([micro.backward_s], dtype=torch.float64)  # the slowest rank's median backward
     dist.all_reduce(bwd, op=dist.ReduceOp.MAX)
     sizes = [int(b.nbytes) for b in micro.buckets]
@@ -65,7 +65,7 @@ def main(work: str) -> None:
         contention = _contention(ddp.module, mbs[0], sizes, round_s)
         _naive(ddp, opt, mbs[:1])  # warm-up on this link
         walls: dict[str, dict[str, list[float]]] = {}
-        stamps: dict[str, dict[str, list[dict]]] = {}  # every update's stamps (timing.Update)
+        stamps: dict[str, dict[str, list[dict]]] = {}  # every update's stamps (stamps.Update)
         for k in cfg.ks:
             walls[str(k)] = {name: [] for name in loops}
             stamps[str(k)] = {name: [] for name in loops}

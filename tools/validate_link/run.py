@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from lab_utils.labs.lab03_ddp.reallink import Config, Point, Result, Terms, table
-from lab_utils.labs.lab03_ddp.timing import Micro, Update
+from lab_utils.labs.lab03_ddp.stamps import Micro, Update
 from lab_utils.netmodel import (
     Bucket,
     Contention,
@@ -159,7 +159,7 @@ def _scaled(micro: MicroStep, factor: float) -> MicroStep:
 
 
 def update(raw: Mapping[str, Any]) -> Update:
-    """A ``timing.Update`` back from its JSON form (``dataclasses.asdict``)."""
+    """A ``stamps.Update`` back from its JSON form (``dataclasses.asdict``)."""
     micros = [Micro(**m) for m in raw["micros"]]
     return Update(raw["begin"], raw["end"], micros, list(raw["optimizer"]))
 

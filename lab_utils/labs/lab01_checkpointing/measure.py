@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
+from lab_utils.env import in_backward
 from lab_utils.labs.lab01_checkpointing.planner import evaluate
 from lab_utils.memory import SavedTensorMeter, fmt_bytes, measure_step, storage_key
-from lab_utils.memory.recompute import count_flops, in_backward, measure_recompute
+from lab_utils.memory.recompute import count_flops, measure_recompute
 from lab_utils.timing import progress as progress_bar
 from lab_utils.timing import time_fn
 

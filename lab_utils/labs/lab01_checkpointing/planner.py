@@ -27,11 +27,11 @@ from itertools import accumulate
 
 from lab_utils.labs.lab01_checkpointing.schedules import Segment, check_segments
 
-__all__ = ["Plan", "evaluate", "optimal_front", "min_peak", "plan_for_budget"]
+__all__ = ["SegmentPlan", "evaluate", "optimal_front", "min_peak", "plan_for_budget"]
 
 
 @dataclass(frozen=True)
-class Plan:
+class SegmentPlan:
     """A schedule and its cost under the model in the module docstring."""
 
     segments: tuple[Segment, ...]
@@ -61,7 +61,7 @@ def evaluate(
     inp: Sequence[float],
     cost: Sequence[float],
     in_flight: float = 0.0,
-) -> Plan:
+) -> SegmentPlan:
     """Kept bytes, peak bytes and recompute cost of ``segments`` under the cost model
     (``in_flight``: bytes the backward holds on top of everything kept at its start)."""
     _check_chain(act, inp, cost, in_flight)
@@ -74,7 +74,7 @@ def evaluate(
             peak = max(peak, kept + sum(act[s:e]) + _out(inp, e))
             kept += inp[s]
             rec += sum(cost[s:e])
-    return Plan(tuple(segments), kept, max(peak, kept + in_flight), rec)
+    return SegmentPlan(tuple(segments), kept, max(peak, kept + in_flight), rec)
 
 
 def _out(inp: Sequence[float], e: int) -> float:
@@ -129,7 +129,7 @@ def _merge(segs: tuple) -> tuple[Segment, ...]:
 
 def optimal_front(
     act: Sequence[float], inp: Sequence[float], cost: Sequence[float], in_flight: float = 0.0
-) -> list[Plan]:
+) -> list[SegmentPlan]:
     """Every plan on the optimal memory/recompute front (least recompute for its peak), sorted
     by peak. Exact: a dynamic program over the chain (see ``_states``)."""
     _check_chain(act, inp, cost, in_flight)
@@ -153,7 +153,7 @@ def min_peak(act: Sequence[float], inp: Sequence[float], in_flight: float = 0.0)
 
 def plan_for_budget(
     act: Sequence[float], inp: Sequence[float], cost: Sequence[float], budget: float, in_flight: float = 0.0
-) -> Plan:
+) -> SegmentPlan:
     """The plan with the least recompute whose peak fits in ``budget`` (ties: smaller peak).
 
     Raises ValueError naming the smallest feasible budget when ``budget`` is below it."""

@@ -11,7 +11,7 @@
 Modules load on first use, so ranks import only what they run. ``workload`` and ``reducer``: the
 counted loops and DDP's flags; ``buckets`` and ``settings``: DDP's settings measured (bucket
 counts, first iterations, gradients as bucket views and their memory, comm hooks, buffers);
-``calculator``: the time per update of a job you describe (modelled); ``timing``: stamped ready
+``calculator``: the time per update of a job you describe (modelled); ``stamps``: stamped ready
 times and the K sweep with the overlap model on it; ``reallink``: that model against a real
 shaped link, as stored (``real_link.json``; the root-only measurement is ``tools/validate_link``,
 outside this package); ``figures``; ``exercises``: the graders, the torchrun script's included.
@@ -27,7 +27,7 @@ __all__ = [
     "reallink",
     "reducer",
     "settings",
-    "timing",
+    "stamps",
     "workload",
 ]
 

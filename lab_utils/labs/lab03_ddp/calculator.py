@@ -30,7 +30,7 @@ from lab_utils.netmodel import (
     no_sync_update_seconds,
 )
 
-__all__ = ["ASSUMPTIONS", "Cost", "micro_step", "per_update", "break_even_gbit", "widget"]
+__all__ = ["ASSUMPTIONS", "Cost", "even_micro_step", "per_update", "break_even_gbit", "widget"]
 
 ASSUMPTIONS = (
     "Assumed: float32 gradients in 25 MiB buckets (no smaller first bucket: DDP's real first bucket is "
@@ -52,7 +52,7 @@ class Cost:
     buckets: int
 
 
-def micro_step(params: float, micro_step_s: float, *, backward_share: float = 2 / 3) -> MicroStep:
+def even_micro_step(params: float, micro_step_s: float, *, backward_share: float = 2 / 3) -> MicroStep:
     """One synchronised micro-step of the job: its 25 MiB buckets of float32 gradients, evenly ready."""
     if not (params > 0 and micro_step_s > 0 and 0 < backward_share <= 1):
         raise ValueError(
@@ -67,7 +67,7 @@ def micro_step(params: float, micro_step_s: float, *, backward_share: float = 2 
 
 def per_update(params: float, world_size: int, link: Link, micro_step_s: float, k: int) -> Cost:
     """What one update of the job costs on ``link``, naive and with ``no_sync`` (``Cost``)."""
-    micro = micro_step(params, micro_step_s)
+    micro = even_micro_step(params, micro_step_s)
     step = backward_with_comm(micro.buckets, micro.backward_s, link, world_size)
     naive = naive_update_seconds(micro, k, link, world_size)
     quiet = no_sync_update_seconds(micro, k, link, world_size)

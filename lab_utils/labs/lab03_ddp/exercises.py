@@ -65,12 +65,12 @@ __all__ = ["check_accumulate", "check_mean_loss", "check_fp16_hook", "check_buck
            "script_data", "write_script", "ScriptRun", "judge"]  # fmt: skip
 
 WORLD, K, UPDATES = 2, 4, 2
-"""Ranks of every exercise but 4 (exercise 5's torchrun included); exercise 1's K and updates."""
+"""Ranks of every exercise but ddp-hang (ddp-script's torchrun included); ddp-accumulate's K and updates."""
 MEAN_WORLD = 3
 """ddp-hang runs on 3 ranks, so a mean hard-coded for 2 (``total / 2``) shows."""
 SETUP = Setup(micro_batch=8)
 BUCKET_CAP_MB = 0.03
-"""The ``bucket_cap_mb`` of exercise 2. The lab's model has 1.04 MiB of gradients; at this cap the
+"""The ``bucket_cap_mb`` of ddp-buckets. The lab's model has 1.04 MiB of gradients; at this cap the
 count in backward order (5), in registration order (6) and by division (35) all differ."""
 HANG_TIMEOUT = 20.0
 """Seconds ``check_mean_loss`` waits before calling a run hung (start-up takes a few seconds)."""
@@ -177,7 +177,7 @@ def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
 @grader(
     "ddp-fp16-hook",
     "a comm hook that sends float16",
-    hint="reread exercise 3's introduction: what must the future's value hold, in which dtype, "
+    hint="reread the introduction of the float16 hook exercise: what must the future's value hold, in which dtype, "
     "and is the all-reduce a sum or a mean?",
 )
 def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:

@@ -1,11 +1,11 @@
 """Lab 3's figures: data in (results of ``workload.train``, ``reducer.probe``, ``buckets.counts``,
-``timing.measure``), plotly figure out.
+``stamps.measure``), plotly figure out.
 
     from lab_utils.labs.lab03_ddp import figures
     figures.comm(results)              # all-reduces and MiB per update, one bar per loop
     figures.flags(rows)                # DDP's flags and the reducer's calls, observed
     figures.buckets(per_step)          # all-reduces per backward, per bucket_cap_mb
-    figures.time_per_update(timing.update_seconds(measured, link), link.name)
+    figures.time_per_update(stamps.update_seconds(measured, link), link.name)
     figures.explorer(measured)         # ipywidgets: bandwidth and latency sliders
     figures.hooks(settings.hooks)      # bytes per update and distance to float32, per comm hook
 
@@ -23,7 +23,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.labs.lab03_ddp.reducer import Observed
 from lab_utils.labs.lab03_ddp.settings import HookRun, Refused
-from lab_utils.labs.lab03_ddp.timing import Sweep, update_seconds
+from lab_utils.labs.lab03_ddp.stamps import Sweep, update_seconds
 from lab_utils.labs.lab03_ddp.workload import UpdateRun
 from lab_utils.netmodel import LINKS, Link
 from lab_utils.plots import PALETTE, modelled, palette, show_figure, style
@@ -97,7 +97,7 @@ def buckets(per_step: Mapping[str, Sequence[int]]) -> go.Figure:
 
 def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str) -> go.Figure:
     """Seconds per update against K: the measured compute, and compute plus modelled
-    communication for each loop in ``sim`` (``timing.update_seconds`` output)."""
+    communication for each loop in ``sim`` (``stamps.update_seconds`` output)."""
     fig = go.Figure()
     loops = [n for n in sim if n not in ("k", "compute")]
     for i, name in enumerate([*loops, "compute"]):

@@ -12,7 +12,7 @@ stamping every update; each point is compared with the overlap model, without an
 contention, and its median update is split into terms so that a miss names the term the model
 got wrong:
 
-    measured = compute + wait + rest          (rank 0's stamps, ``timing.Update``)
+    measured = compute + wait + rest          (rank 0's stamps, ``stamps.Update``)
     wait     = peer + link                     (the other rank's stamps, same clock)
     model    = compute + exposed + optimizer   (the overlap model, the same inputs)
 

@@ -215,7 +215,7 @@ def _token_data() -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
 
 
 def token_window_rank(window_loss: Callable[..., Any]) -> dict[str, float]:
-    """One rank of exercise 3's check: a window of 3 micro-batches through ``accumulate`` with the
+    """One rank of hf-window-loss' check: a window of 3 micro-batches through ``accumulate`` with the
     student's loss, then this rank's gradient against one big batch over every rank's tokens."""
     from accelerate import Accelerator
 

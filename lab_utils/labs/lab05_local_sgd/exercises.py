@@ -154,7 +154,7 @@ class _Order:
 
 @dataclass(frozen=True)
 class _Trained:
-    """One training of exercise 1 on this rank: its collectives as (updates done, op, bytes), the
+    """One training of lsgd-from-scratch on this rank: its collectives as (updates done, op, bytes), the
     updates after which a collective ran inside a step (after its forward), the final parameters
     (fingerprint, tensors) and their bytes."""
 

@@ -31,7 +31,7 @@ FILL_DRAIN_P, FILL_DRAIN_M = 3, 4
 HANG_TIMEOUT = 45.0  # launch's own limit, start-up included: a safety net
 STALL_S = 10.0  # a send or receive waiting this long names the hang (watch.naming_stages)
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
-CHOOSE_SPEC = stages.Spec(depth=4, width=64, batch=64)  # exercise 2's pipeline: 2 stages, 1F1B
+CHOOSE_SPEC = stages.Spec(depth=4, width=64, batch=64)  # pipe-choose-m's pipeline: 2 stages, 1F1B
 CHOOSE_P = 2
 # a message sent from code inside torch or lab_utils was not sent by the student's loop
 _NOT_YOURS = tuple(os.path.dirname(mod.__file__) + os.sep for mod in (torch, lab_utils))

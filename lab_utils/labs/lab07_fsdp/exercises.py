@@ -6,9 +6,9 @@
 
 The trap they guard: a wrong accumulation is a wrong gradient, which the parameters after AdamW
 would show only through its epsilon, so a wrapper records the gradient each optimizer step is given.
-Each grader tries cases where the plausible rules differ: exercise 1 on 4 ranks with first
+Each grader tries cases where the plausible rules differ: fsdp-bytes on 4 ranks with first
 dimensions 6, 5 and 1 (on 2 ranks ``torch.chunk`` and ``torch.tensor_split`` cut alike), and
-exercises 2 and 3 end with a plain step compared with a freshly sharded model's, so a setting
+fsdp-gathers and fsdp-hsdp-windows end with a plain step compared with a freshly sharded model's, so a setting
 left changed (a block that stays gathered after forward or backward) is seen.
 """
 

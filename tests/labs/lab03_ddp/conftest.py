@@ -13,16 +13,9 @@ import torch.nn.functional as F
 
 from lab_utils import launch
 from lab_utils.data import micro_batches
-from lab_utils.labs.lab03_ddp import buckets, reducer, settings, timing, workload
-from lab_utils.labs.lab03_ddp.timing import UpdateStamps
-
-# A small model whose sizes are easy to add up by hand:
-# Linear(8, 64): 2048 + 256 B; 2 x Linear(64, 64): 16384 + 256 B each; Linear(64, 1): 256 + 4 B.
-SMALL = workload.Setup(dim=8, width=64, depth=2, micro_batch=4)
-PARAM_BYTES = (8 * 64 + 64 + 2 * (64 * 64 + 64) + 64 + 1) * 4
-CAP = 16384 / 2**20  # one block's weight: every weight closes a bucket
-BY_HAND = [4 + 256 + 256 + 16384, 256 + 16384, 256 + 2048]  # gradients in reverse order
-K = 3
+from lab_utils.labs.lab03_ddp import buckets, reducer, settings, stamps, workload
+from lab_utils.labs.lab03_ddp.stamps import UpdateStamps
+from tests.labs.lab03_ddp.sizes import CAP, SMALL, K
 
 
 def naive(ddp, opt, micro):
@@ -78,7 +71,7 @@ def _all(k: int, updates: int) -> dict:
         "loops": {name: workload.train(fn, k, updates=updates, setup=SMALL) for name, fn in LOOPS.items()},
         "probe": reducer.probe(setup=SMALL),
         "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
-        "sweep": timing.measure(ks=(1, 3), repeats=2, bucket_cap_mb=CAP, setup=SMALL),
+        "sweep": stamps.measure(ks=(1, 3), repeats=2, bucket_cap_mb=CAP, setup=SMALL),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),
         "stamps": _stamped(k),
     }

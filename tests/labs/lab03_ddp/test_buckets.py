@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lab_utils.labs.lab03_ddp import buckets
-from tests.labs.lab03_ddp.conftest import BY_HAND, CAP, PARAM_BYTES
+from tests.labs.lab03_ddp.sizes import BY_HAND, CAP, PARAM_BYTES
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

@@ -15,7 +15,7 @@ LINK = Link("test", latency_s=0.0, bandwidth_Bps=1e9)  # 1 GB/s, no latency
 def test_per_update_by_hand():
     # 50 MiB of float32 gradients -> two 25 MiB buckets, ready at half and at the end of a 0.2 s backward
     params = 50 * 2**20 / 4
-    micro = calculator.micro_step(params, 0.3)
+    micro = calculator.even_micro_step(params, 0.3)
     assert [b.nbytes for b in micro.buckets] == [25 * 2**20] * 2 and micro.backward_s == pytest.approx(0.2)
     got = calculator.per_update(params, 2, LINK, 0.3, 4)
     one = 25 * 2**20 / 1e9  # a 2-rank ring all-reduce moves n bytes per rank
@@ -44,4 +44,4 @@ def test_widget_and_errors():
     with pytest.raises(ValueError, match="link='Wifi'"):
         calculator.widget(link="Wifi")
     with pytest.raises(ValueError, match="backward_share"):
-        calculator.micro_step(1e6, 0.1, backward_share=0)
+        calculator.even_micro_step(1e6, 0.1, backward_share=0)

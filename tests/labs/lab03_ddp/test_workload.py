@@ -7,7 +7,7 @@ import torch
 
 from lab_utils.flat import flat
 from lab_utils.labs.lab03_ddp import workload
-from tests.labs.lab03_ddp.conftest import PARAM_BYTES, SMALL, K
+from tests.labs.lab03_ddp.sizes import PARAM_BYTES, SMALL, K
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 

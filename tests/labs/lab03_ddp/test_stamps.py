@@ -1,14 +1,14 @@
-"""timing: a real update's stamps add up to its wall clock; the sweep's stamps from the real ranks,
+"""stamps: a real update's stamps add up to its wall clock; the sweep's stamps from the real ranks,
 and the overlap model on stamps with round numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from lab_utils.labs.lab03_ddp import timing
-from lab_utils.labs.lab03_ddp.timing import MicroStamps
+from lab_utils.labs.lab03_ddp import stamps
+from lab_utils.labs.lab03_ddp.stamps import MicroStamps
 from lab_utils.netmodel import Bucket, Link, MicroStep
-from tests.labs.lab03_ddp.conftest import BY_HAND, K
+from tests.labs.lab03_ddp.sizes import BY_HAND, K
 
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
@@ -47,7 +47,7 @@ def test_the_sweep_stamps_every_synchronised_micro_step(runs):
             ready = [r for r, _ in s.buckets]
             assert ready == sorted(ready) and 0 <= ready[0] and ready[-1] <= s.backward_s + 1e-3
             assert s.forward_s > 0 and s.backward_s > 0
-        micro = timing.micro_step(measured)
+        micro = stamps.micro_step(measured)
         assert [b.nbytes for b in micro.buckets] == BY_HAND and micro.buckets[-1].ready_s <= micro.backward_s
 
 
@@ -55,10 +55,10 @@ def test_model_from_stamps_by_hand():
     link = Link("test", latency_s=0.0, bandwidth_Bps=1e6)  # 2 ranks: a ring all-reduce of n bytes = n us
     synced = MicroStamps(0.1, 1.0, [(0.2, 100_000), (1.0, 100_000)])
     late = MicroStamps(0.3, 2.0, [(0.8, 100_000), (2.0, 100_000)])
-    measured = timing.Sweep([1, 2], [synced, synced, late], 0.05, 2, "gloo")
-    micro = timing.micro_step(measured)  # the medians: forward, backward, each bucket's share of it
+    measured = stamps.Sweep([1, 2], [synced, synced, late], 0.05, 2, "gloo")
+    micro = stamps.micro_step(measured)  # the medians: forward, backward, each bucket's share of it
     assert micro == MicroStep(0.1, 1.0, [Bucket(0.2, 100_000), Bucket(1.0, 100_000)])
-    sim = timing.update_seconds(measured, link)
+    sim = stamps.update_seconds(measured, link)
     # the first bucket hides behind the backward, the last costs 0.1 s after it
     assert sim["k"] == [1, 2] and sim["compute"] == pytest.approx([1.15, 2.25])
     assert sim["naive"] == pytest.approx([1.2 + 0.05, 2 * 1.2 + 0.05])
@@ -67,6 +67,6 @@ def test_model_from_stamps_by_hand():
 
 def test_bad_input():
     with pytest.raises(ValueError, match="repeats=0"):
-        timing.measure(repeats=0)
+        stamps.measure(repeats=0)
     with pytest.raises(ValueError, match="ks="):
-        timing.measure(ks=(0, 2))
+        stamps.measure(ks=(0, 2))

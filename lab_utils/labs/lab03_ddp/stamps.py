@@ -18,9 +18,9 @@ ms against 91 ms with DDP's built-in all-reduce, 3-5 % or about 0.2 ms per bucke
 The K sweep (``measure``): synchronised micro-steps stamped on the ranks over loopback, and the
 model on them for any link.
 
-    res = launch(timing.measure, 2, kwargs={"ks": (1, 2, 4)})
-    timing.micro_step(res[0])                       # the typical micro-step: forward, backward, buckets
-    timing.update_seconds(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
+    res = launch(stamps.measure, 2, kwargs={"ks": (1, 2, 4)})
+    stamps.micro_step(res[0])                       # the typical micro-step: forward, backward, buckets
+    stamps.update_seconds(res[0], LINKS["10GbE"])   # {"k", "compute", "naive", "no_sync"}: seconds (model)
 
 The model against a real shaped link is ``reallink``'s stored run (measured by the root-only
 ``tools/validate_link``, outside this package).
