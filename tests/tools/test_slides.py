@@ -36,3 +36,17 @@ def test_a_figure_no_lab_cell_holds_is_refused():
         lab_figures.figure("no_such_figure")
     with pytest.raises(KeyError, match="expected one labs/99_"):
         lab_figures.figure("99/x")
+
+
+def test_every_lab_can_be_presented_live():
+    """Slide metadata on every cell of every lab, a new slide at least at each section (run
+    `python slides/mark_slides.py labs/NN_lab/NN_lab.ipynb` to add it without touching outputs)."""
+    import nbformat
+
+    for path in sorted((SLIDES.parent / "labs").glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        kinds = [c.metadata.get("slideshow", {}).get("slide_type") for c in nb.cells]
+        assert None not in kinds, (
+            f"{path.name}: cells without slide metadata: {[i for i, k in enumerate(kinds) if k is None]}"
+        )
+        assert kinds[0] == "slide" and kinds.count("slide") >= 3, f"{path.name}: {kinds.count('slide')} slides"
