@@ -10,9 +10,8 @@ import pytest
 
 SLIDES = Path(__file__).resolve().parents[2] / "slides"
 sys.path.insert(0, str(SLIDES))
-import lab_figures  # noqa: E402
-
 import build  # noqa: E402  (slides/build.py)
+import lab_figures  # noqa: E402
 
 DECKS = {d.name: d for d in build.discover()}
 
