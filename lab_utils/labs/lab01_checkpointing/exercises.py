@@ -264,8 +264,8 @@ def check_policy(budget_policy: Callable[[list[CensusRow], int], Policy]) -> str
         floor, all_total, _, _ = _policy_run(model, x, _saving(set()))  # recompute everything
         best = all_total - base_total - _best_cached(model, x, census, budget)
         with _explained_checkpoint_errors(
-            "a policy must return a CheckpointPolicy, the same one for an op in the "
-            "forward and in its replay (decide by policies.op_key(op, args))"
+            "a policy is called once per op, in the forward only (torch 2.13), and must return a "
+            "CheckpointPolicy (decide by policies.op_key(op, args))"
         ):
             kept, total, _, got = _policy_run(model, x, budget_policy(census, budget))
         _same_grads(got, ref, f"seq {seq}, with your policy")

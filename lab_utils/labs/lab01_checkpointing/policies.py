@@ -123,7 +123,8 @@ class module_policy:
 
 def op_key(op: object, args: tuple) -> tuple:
     """The op and its tensor arguments' shapes: what tells apart, inside one block, the calls a
-    policy sees (``qkv``'s addmm from ``fc``'s); the same in the forward and in the replay."""
+    policy sees (``qkv``'s addmm from ``fc``'s); the same in ``op_census``'s plain forward and in the
+    checkpointed forward, the only pass where torch 2.13 calls a policy."""
     return (str(op), *(tuple(a.shape) for a in args if isinstance(a, torch.Tensor)))
 
 
