@@ -1,7 +1,9 @@
 """``SavedTensorMeter`` under FSDP2, where addresses are reused mid-forward: FSDP2 frees each block's
 gathered weights after its forward and the allocator hands those addresses to later activations.
 The meter must count what a reference count keyed by the storages themselves (every saved tensor
-held alive, so no address can be reused) counts, forward after forward."""
+held alive, so no address can be reused) counts, forward after forward. An address is reused in
+about half of the forwards here (measured: 0-2 per forward), so 12 forwards on 2 ranks all but
+surely meet the case."""
 
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def reference_bytes(model, x, y) -> int:
     return sum(sizes.values())
 
 
-def forwards(reps: int = 3) -> list[tuple[int, int, int]]:
+def forwards(reps: int = 12) -> list[tuple[int, int, int]]:
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     model = workload.model(WIDTH, 4)
     for block in model:
