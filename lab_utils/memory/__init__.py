@@ -156,8 +156,13 @@ class SavedTensorMeter:
         self.by_module = dict(self.by_module)
 
     def kept_storages(self) -> dict[tuple[int, str], int]:
-        """Bytes of each counted storage, by ``storage_key``."""
-        return {r.storage: r.nbytes for r in self.records if r.nbytes}
+        """Bytes counted at each ``storage_key`` (an address: two storages that held it one after the
+        other add up there, as the meter counted both)."""
+        out: dict[tuple[int, str], int] = defaultdict(int)
+        for r in self.records:
+            if r.nbytes:
+                out[r.storage] += r.nbytes
+        return dict(out)
 
 
 def note_saved(t: torch.Tensor, source: str) -> None:

@@ -140,6 +140,7 @@ def test_a_new_storage_at_a_freed_address_is_counted():
         assert second.untyped_storage().data_ptr() == address
         z = x * second
     assert [r.nbytes for r in meter.records] == [4096, 4096] and meter.total_bytes == 8192
+    assert meter.kept_storages() == {(address, "cpu"): 8192}  # both storages, at the one address
     del z
 
 
