@@ -1,7 +1,7 @@
 """Checks that teach: one friendly line when a claim holds, an AssertionError with a hint when not.
 
     cmp("grad of W", ours, reference)       # prints: exact / close (max diff) / DIFFERENT
-    check(n_allreduce == 1, "one all-reduce per update", hint="is the forward inside no_sync()?")
+    check(n_allreduce == 1, "one all-reduce per update", claim="one-allreduce", hint="is the forward inside no_sync()?")
 
     @grader("ckpt-hooks", "checkpoint with saved-tensor hooks", hint="reread section 2")
     def check_hooks(checkpoint_fn):
@@ -12,7 +12,8 @@ A grader prints one line, ○ (a stub ``...`` or ``NotImplementedError``), ✓ o
 and never raises, so Run All goes on. It is known by its exercise's id, the one the lab's
 ``solutions.py`` and the notebook's exercise cell carry (``ckpt-hooks``), never by a number: the
 notebook numbers its exercises, so reordering them touches the notebook and its solutions only.
-``check`` is for the lab's own claims: a broken one raises.
+``check`` proves one of the lab's own claims, named by its id in the ledger at the top of the
+notebook (``tools/ledger.py`` holds the rules): a broken one raises.
 """
 
 from __future__ import annotations
@@ -73,11 +74,13 @@ def cmp(name: str, ours: torch.Tensor, reference: torch.Tensor, *, atol: float =
     return verdict
 
 
-def check(condition: bool, claim: str, *, hint: str = "") -> None:
-    """Print '✓ claim' when ``condition`` holds, else raise AssertionError with the hint."""
+def check(condition: bool, what: str, *, claim: str | None = None, hint: str = "") -> None:
+    """Prove the lab's ledger claim ``claim`` (its id, listed at the top of the notebook): print
+    '✓ what  [claim]' when ``condition`` holds, else raise AssertionError with the hint."""
+    tag = f"  [{claim}]" if claim else ""
     if not condition:
-        raise AssertionError(f"✗ {claim}" + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✓ {claim}")
+        raise AssertionError(f"✗ {what}{tag}" + (f"\n  hint: {hint}" if hint else ""))
+    print(f"✓ {what}{tag}")
 
 
 def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Module | Iterable[torch.Tensor]) -> float:

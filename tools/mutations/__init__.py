@@ -1,19 +1,21 @@
 """Mutation check: each taught claim's test must fail when the code behind it is plausibly wrong.
 
-    python -m tools.mutations                 # every mutation (about 12 minutes on 2 cores)
+    python -m tools.mutations                 # every mutation
     python -m tools.mutations --only "ring cost"
     python -m tools.mutations --lab 03        # lab 3's: its notebook, its package or its tests
     python -m tools.mutations --list          # name, file, the wrong code it stands for, targets
 
 Each mutation is one exact snippet of a library instrument or of a lab's taught cell and the
-wrong code a plausible mistake would put there. For each, the tracked files of the working tree
-are copied to a temporary directory, the snippet is replaced there (never in the checkout), and
-the mutation's pytest targets run against the copy (``PYTHONPATH`` set to it, ``LAB_SIZE=smoke``,
-notebooks under nbval as ``make test`` runs them). Caught: pytest failed. SURVIVED: it passed, so
-a ✓ stands that wrong code does not break. Each distinct target set first runs on the unmutated
-copy and must pass. A snippet that does not occur exactly once is stale: the tool says which and
-exits non-zero, as it does when any mutation survives. In a notebook the snippet is replaced in
-the source of the one code cell holding it.
+wrong code a plausible mistake would put there; it names the ledger claims whose ✓ it must break
+(``claims``). They live one file per lab (``lab03.py``) and one for the core instruments
+(``core.py``). For each, the tracked files of the working tree are copied to a temporary
+directory, the snippet is replaced there (never in the checkout), and the mutation's pytest
+targets run against the copy (``PYTHONPATH`` set to it, ``LAB_SIZE=smoke``, notebooks under nbval
+as ``make test`` runs them). Caught: pytest failed. SURVIVED: it passed, so a ✓ stands that wrong
+code does not break. Each distinct target set first runs on the unmutated copy and must pass. A
+snippet that does not occur exactly once is stale: the tool says which and exits non-zero, as it
+does when any mutation survives. In a notebook the snippet is replaced in the source of the one
+code cell holding it.
 One line per mutation: its name, the verdict, the mutated run's seconds, the first failing test.
 """
 
@@ -28,93 +30,25 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from tools.mutations import core, lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07, lab08
+from tools.mutations.mutation import Mutation
 
 __all__ = ["Mutation", "MUTATIONS", "StaleMutation", "probe", "copy_tree", "apply", "run_targets", "of_lab", "main"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NBVAL = ["--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/notebooks/nbval_sanitize.cfg"]
-
-
-@dataclass(frozen=True)
-class Mutation:
-    name: str
-    file: str  # relative to the repository root
-    snippet: str  # must occur exactly once (in a notebook: in one code cell's source)
-    wrong: str
-    means: str  # the wrong code it stands for, in one line
-    targets: tuple[str, ...]  # pytest arguments: the cheapest that must catch it
 
 
 class StaleMutation(ValueError):
     """A mutation's snippet no longer occurs exactly once in its file."""
 
 
-def _nb(lab: str) -> str:
-    return f"labs/{lab}/{lab}.ipynb"
-
-
 MUTATIONS: tuple[Mutation, ...] = (
-    Mutation("overlap queue", "lab_utils/netmodel.py", "start = max(b.ready_s, free)", "start = b.ready_s",
-             "a bucket's transfer starts when it is ready, though the link still carries the last one",
-             ("tests/core/test_netmodel_overlap.py",)),
-    Mutation("ring cost", "lab_utils/netmodel.py", "+ 2 * (p - 1) / p * nbytes / link.bandwidth_Bps",
-             "+ nbytes / link.bandwidth_Bps", "ring all-reduce's bandwidth term without the 2(p-1)/p factor",
-             ("tests/core/test_netmodel.py",)),
-    Mutation("saved-bytes meter", "lab_utils/memory/__init__.py", "nbytes = storage.nbytes()",
-             "nbytes = t.numel()", "a tensor saved for backward counted as numel, not bytes",
-             ("tests/core/test_memory.py",)),
-    Mutation("saved-bytes identity", "lab_utils/memory/__init__.py", "key = storage._cdata  #",
-             "key = storage.data_ptr()  #", "a saved storage known by its address: one FSDP2 freed and reused counts 0",
-             ("tests/labs/lab07_fsdp/test_saved_meter.py",)),
-    Mutation("memory calculator", "lab_utils/memory/shape.py", 'states = {"adamw": 2,', 'states = {"adamw": 1,',
-             "AdamW's optimizer state predicted as one moment per parameter instead of two",
-             ("tests/core/test_gpt2_bert.py",)),
-    Mutation("planner", "lab_utils/labs/lab01_checkpointing/planner.py", "alive = k + seg_act + _out(inp, i)",
-             "alive = k + inp[j] + _out(inp, i)", "a rebuilt segment's peak counted without its recomputed activations",
-             ("tests/labs/lab01_checkpointing/test_planner.py",)),
-    Mutation("comm bytes", "lab_utils/comm.py", "nbytes = sum(t.numel() * t.element_size() for t in tensors)",
-             "nbytes = sum(t.numel() for t in tensors)", "a collective's payload counted as numel, not bytes",
-             ("tests/core/test_comm.py",)),
-    Mutation("rank order", "lab_utils/launcher/__init__.py",
-             "return [_read_result(workdir, r)[1] for r in range(world)]",
-             "return [_read_result(workdir, r)[1] for r in reversed(range(world))]",
-             "launch returns the ranks' results in another order than rank order",
-             ("tests/core/test_launch.py", "-k", "rank_order")),
-    Mutation("ZeRO grads", "lab_utils/labs/lab07_fsdp/holdings.py", '"grads": shard if stage >= 2 else param_bytes',
-             '"grads": shard if stage >= 1 else param_bytes', "ZeRO-1 counted as sharding the gradients too",
-             ("tests/core/test_plan.py", "-k", "zero_formula")),
-    Mutation("bubble formula", "lab_utils/labs/lab06_pipeline/timeline.py", "return (p - 1) / (m + p - 1)",
-             "return (p - 1) / m", "GPipe's bubble as (p-1)/m instead of (p-1)/(m+p-1)",
-             ("tests/labs/lab06_pipeline/test_timeline.py",)),
-    Mutation("bubble split", "lab_utils/labs/lab06_pipeline/timeline.py",
-             "return Idle(formula(p, m), (p - 1) * (2 * t_f + t_b) / (2 * step))",
-             "return Idle(formula(p, m), formula(p, m))",
-             "the whole of GPipe's bubble counted as blocked in a receive (no tail after the last send)",
-             ("tests/labs/lab06_pipeline/test_timeline.py",)),
-    Mutation("schedule tail", "lab_utils/labs/lab06_pipeline/timeline.py",
-             "before_last = sum(max(e.end for e in ev) - t0 - busy_seconds(ev) for ev in stages)",
-             "before_last = sum(t1 - t0 - busy_seconds(ev) for ev in stages)",
-             "a stage's idle time after its last piece counted as waiting in a receive",
-             ("tests/labs/lab06_pipeline/test_timeline.py",)),
-    Mutation("summed loss", "lab_utils/labs/lab02_accumulation/losses.py", ".flatten(1).mean(1).sum()",
-             ".flatten(1).mean(1).mean()", "mse_sum returns the batch's mean, not its sum over samples",
-             ("tests/labs/lab02_accumulation/test_losses.py",)),
-    Mutation("cmp's tolerance", "lab_utils/checks.py", '"close" if diff <= atol else', '"close" if diff <= 1e-3 else',
-             "cmp ignores atol= and calls anything within a loose 1e-3 close",
-             ("tests/core/test_core.py", "-k", "cmp")),
-    Mutation("lab 2 / K", _nb("02_gradient_accumulation"), "loss = F.mse_loss(model(xb), yb) / K   #",
-             "loss = F.mse_loss(model(xb), yb)   #", "plain_loop without / K: .grad holds K times the mean",
-             (_nb("02_gradient_accumulation"),)),
-    Mutation("lab 3 / k", _nb("03_ddp_no_sync"), "loss = F.mse_loss(ddp_model(x), y) / k        # outside",
-             "loss = F.mse_loss(ddp_model(x), y)        # outside", "no_sync_update's last micro-step without / k",
-             (_nb("03_ddp_no_sync"),)),
-    Mutation("lab 5 /= world", _nb("05_local_sgd"), "        p.data /= world   ", "        pass  # /= world",
-             "average_parameters sums the ranks' parameters and never divides", (_nb("05_local_sgd"),)),
-    Mutation("lab 7 sync toggle", _nb("07_fsdp_accumulation"), "set_requires_gradient_sync(i == k - 1)",
-             "set_requires_gradient_sync(i == 0)", "update_sync_last syncs on the first micro-step, not the last",
-             (_nb("07_fsdp_accumulation"),)),
+    *core.MUTATIONS,
+    *lab00.MUTATIONS, *lab01.MUTATIONS, *lab02.MUTATIONS, *lab03.MUTATIONS, *lab04.MUTATIONS,
+    *lab05.MUTATIONS, *lab06.MUTATIONS, *lab07.MUTATIONS, *lab08.MUTATIONS,
 )  # fmt: skip
 
 
@@ -245,7 +179,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"{len(chosen) - failures} of {len(chosen)} caught in {time.monotonic() - t0:.0f} s")
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

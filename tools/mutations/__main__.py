@@ -1,0 +1,5 @@
+import sys
+
+from tools.mutations import main
+
+sys.exit(main())
