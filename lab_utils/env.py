@@ -8,10 +8,12 @@ dist_info().rank                       # on a rank of launch() or torchrun; 0 in
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import platform
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -19,6 +21,8 @@ import torch.distributed as dist
 
 __all__ = [
     "lab_size",
+    "pins",
+    "off_pins",
     "pick",
     "device",
     "versions",
@@ -60,6 +64,39 @@ def versions() -> dict[str, str]:
             out[name] = __import__(name).__version__
         except Exception:  # noqa: BLE001 - a missing package is reported, not raised
             out[name] = "missing"
+    return out
+
+
+def pins() -> dict[str, str]:
+    """What the stack is pinned to, ``{"torch": "==2.13.*", ...}``: the dependencies of the
+    repository's ``pyproject.toml`` when ``lab_utils`` runs from a checkout, else those the
+    installed package declares (extras left out)."""
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    if pyproject.is_file():
+        import tomllib
+
+        reqs = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["dependencies"]
+    else:
+        reqs = [r for r in (importlib.metadata.requires("lab-utils") or []) if "extra ==" not in r]
+    return {(req := Requirement(r)).name: str(req.specifier) for r in reqs}
+
+
+def off_pins() -> dict[str, str]:
+    """The pinned packages whose installed version the pin does not allow (or that are missing):
+    ``{"accelerate": "installed 1.14.0, pinned ==1.15.*"}``; empty when the stack is as pinned."""
+    from packaging.specifiers import SpecifierSet
+
+    out = {}
+    for name, spec in pins().items():
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = f"missing, pinned {spec}"
+            continue
+        if have not in SpecifierSet(spec, prereleases=True):
+            out[name] = f"installed {have}, pinned {spec}"
     return out
 
 

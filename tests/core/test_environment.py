@@ -43,12 +43,25 @@ def test_environment_yml_installs_this_project_through_pip():
     assert "pip" in env["dependencies"]
 
 
-def test_installed_versions_match_the_pins():
-    v = lab_utils.versions()
-    assert v["torch"].startswith("2.13.")
-    for name in ("transformers", "accelerate"):
-        pin = deps()[name].split("==")[1].rstrip("*").rstrip(".")
-        assert v[name].startswith(pin), (name, v[name], pin)
+def test_off_pins_reads_pyproject_and_finds_the_stack_as_pinned():
+    from lab_utils import env
+
+    assert env.pins()["torch"] == "==2.13.*" and set(env.pins()) == set(deps())
+    assert env.off_pins() == {}
+
+
+def test_off_pins_names_a_moved_pin_and_a_missing_package(monkeypatch):
+    from lab_utils import env
+
+    have = lab_utils.versions()["accelerate"]  # 1.15.x
+    pins = {"accelerate": "==1.14.*", "torch": "==2.13.*", "surely-not-installed": ">=1", "numpy": "<3,>=1.26"}
+    monkeypatch.setattr(env, "pins", lambda: pins)
+    assert env.off_pins() == {
+        "accelerate": f"installed {have}, pinned ==1.14.*",
+        "surely-not-installed": "missing, pinned >=1",
+    }
+    monkeypatch.setattr(env, "pins", lambda: {"accelerate": "==2.15.*", "numpy": "==3.0.*"})
+    assert set(env.off_pins()) == {"accelerate", "numpy"}  # the major alone, or a minor alone, is not enough
 
 
 def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():

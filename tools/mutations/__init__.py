@@ -2,7 +2,7 @@
 
     python -m tools.mutations                 # every mutation
     python -m tools.mutations --only "ring cost"
-    python -m tools.mutations --lab 03        # lab 3's: its notebook, its package or its tests
+    python -m tools.mutations --lab 03        # lab 3's: its claims, its notebook, package or tests
     python -m tools.mutations --list          # name, file, the wrong code it stands for, targets
 
 Each mutation is one exact snippet of a library instrument or of a lab's taught cell and the
@@ -148,17 +148,18 @@ def run_all(chosen: list[Mutation], timeout: float) -> int:
 
 
 def of_lab(m: Mutation, lab: str) -> bool:
-    """True when ``m`` mutates or is caught in lab ``lab`` ("03"): its notebook's folder, its package
-    ``lab_utils/labs/lab03_*`` or its tests ``tests/labs/lab03_*``."""
+    """True when ``m`` belongs to lab ``lab`` ("03"): it names one of the lab's claims ("03/..."),
+    or it mutates or is caught in the lab's notebook folder, its package ``lab_utils/labs/lab03_*``
+    or its tests ``tests/labs/lab03_*``."""
     nn = f"{int(lab):02d}"
     places = (f"labs/{nn}_", f"lab_utils/labs/lab{nn}_", f"tests/labs/lab{nn}_")
-    return any(path.startswith(places) for path in (m.file, *m.targets))
+    return any(c.startswith(f"{nn}/") for c in m.claims) or any(p.startswith(places) for p in (m.file, *m.targets))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.mutations", description=__doc__.split("\n")[0])
     parser.add_argument("--only", metavar="NAME", help="run one mutation (its name as --list shows it)")
-    parser.add_argument("--lab", metavar="NN", help="only the mutations of lab NN (its notebook, package or tests)")
+    parser.add_argument("--lab", metavar="NN", help="only lab NN's mutations (its claims, notebook, package or tests)")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--timeout", type=float, default=1200, help="seconds allowed to one pytest run")
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              "return [_read_result(workdir, r)[1] for r in range(world)]",
              "return [_read_result(workdir, r)[1] for r in reversed(range(world))]",
              "launch returns the ranks' results in another order than rank order",
-             ("tests/core/test_launch.py", "-k", "rank_order")),
+             ("tests/core/test_launch.py", "-k", "rank_order"), claims=("00/real-ranks",)),
     Mutation("cmp's tolerance", "lab_utils/checks.py", '"close" if diff <= atol else', '"close" if diff <= 1e-3 else',
              "cmp ignores atol= and calls anything within a loose 1e-3 close",
              ("tests/core/test_core.py", "-k", "cmp")),
