@@ -87,7 +87,7 @@ solutions: $(STAMP)
 	$(BIN)/python -m tools.solutions build --out build/solutions
 
 # Each taught claim's tests, run against a copy of the tree holding plausibly wrong code: every
-# mutation must be caught (tools/mutations.py lists them; ONLY="ring cost" runs one, LAB=03 one lab's).
+# mutation must be caught (tools/mutations/ lists them; ONLY="ring cost" runs one, LAB=03 one lab's).
 # Slow: the taught-cell mutations each run their lab twice.
 mutations: $(STAMP)
 	$(BIN)/python -m tools.mutations $(if $(ONLY),--only "$(ONLY)",) $(if $(LAB),--lab $(LAB),)
