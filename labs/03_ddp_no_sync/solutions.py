@@ -25,8 +25,7 @@ def train_accumulating(ddp_model, optimizer, micro_batches, k):
 ### BEGIN SOLUTION
 # Gradients become ready last layer first; a bucket closes once it holds >= 0.001 MiB (1,048 B):
 # 4 + 1024 (1,028 B, still open) + 1024 | 262144 | 1024 + 262144 (three times) | 1024 + 32768.
-# Six buckets: in registration order the first layer's 32,768 B would close a bucket alone, and
-# the last 1024 + 1024 + 4 make one more: seven.
+# Six buckets. In registration order: 32768 | 1024 + 262144 (four times) | 1024 + 1024 | 4: seven.
 n_allreduces = 6
 ### END SOLUTION
 
