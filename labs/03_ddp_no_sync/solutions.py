@@ -21,12 +21,12 @@ def train_accumulating(ddp_model, optimizer, micro_batches, k):
 
 
 # %% exercise="ddp-buckets"
-# All-reduces per synchronised backward with bucket_cap_mb=0.03, after DDP's bucket rebuild:
+# All-reduces per synchronised backward with bucket_cap_mb=0.001, after DDP's bucket rebuild:
 ### BEGIN SOLUTION
-# Gradients become ready last layer first; a bucket closes once it holds >= 0.03 MiB (31,457 B):
-# 4 + 1024 + 1024 + 262144 | 1024 + 262144 (three times) | 1024 + 32768. Five buckets: in
-# registration order the first layer's 32,768 B would close a bucket alone and leave a sixth.
-n_allreduces = 5
+# Gradients become ready last layer first; a bucket closes once it holds >= 0.001 MiB (1,048 B):
+# 4 + 1024 (1,028 B, still open) + 1024 | 262144 | 1024 + 262144 (three times) | 1024 + 32768.
+# Six buckets. In registration order: 32768 | 1024 + 262144 (four times) | 1024 + 1024 | 4: seven.
+n_allreduces = 6
 ### END SOLUTION
 
 

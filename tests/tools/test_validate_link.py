@@ -112,3 +112,12 @@ def test_model_terms_add_up_to_the_model(loop, fn, contention):
         assert terms.peer_s == 0 and terms.wait_s > 0
     with pytest.raises(ValueError, match="'naive' or 'no_sync'"):
         run.modelled(micro, 2, "forward_outside", link, optimizer_s=0.0)
+
+
+def test_a_new_run_keeps_the_one_it_replaces(tmp_path):
+    out = tmp_path / "real_link.json"
+    assert run.keep_previous(out) is None  # nothing there yet
+    out.write_text(reallink.load().to_json())
+    kept = run.keep_previous(out)
+    assert kept.name == "real_link.2026-12-01-2331.json" and kept.read_text() == out.read_text()
+    assert kept.match("real_link.*.json")  # the pattern reallink.runs() reads

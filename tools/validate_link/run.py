@@ -208,9 +208,23 @@ def main(argv: list[str] | None = None) -> int:
     config = Config(ks=(1, 2), repeats=3, micro_batch=256) if args.quick else Config()
     result = run(config)
     if args.out:
+        kept = keep_previous(Path(args.out))
         Path(args.out).write_text(result.to_json())
-        print(f"written: {args.out}")
+        print(f"written: {args.out}" + (f" (the run it held kept as {kept})" if kept else ""))
     return 0
+
+
+def keep_previous(out: Path) -> Path | None:
+    """Before a new run overwrites ``out``, keep the run it holds beside it as
+    ``<stem>.<date>-<time>.json`` (its own ``when``), so every rerun stays stored
+    (``reallink.runs`` reads them all)."""
+    if not out.exists():
+        return None
+    when = json.loads(out.read_text())["when"]  # "2026-12-01 23:31 UTC"
+    kept = out.with_name(f"{out.stem}.{when[:16].replace(' ', '-').replace(':', '')}.json")
+    if not kept.exists():
+        kept.write_text(out.read_text())
+    return kept
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ counted loops and DDP's flags; ``buckets`` and ``settings``: DDP's settings meas
 counts, first iterations, gradients as bucket views and their memory, comm hooks, buffers);
 ``calculator``: the time per update of a job you describe (modelled); ``stamps``: stamped ready
 times and the K sweep with the overlap model on it; ``reallink``: that model against a real
-shaped link, as stored (``real_link.json``; the root-only measurement is ``tools/validate_link``,
-outside this package); ``figures``; ``exercises``: the graders, the torchrun script's included.
+shaped link, as stored (``real_link.json``, the earlier runs as ``real_link.<date>-<time>.json``;
+the root-only measurement is ``tools/validate_link``, outside this package); ``figures``;
+``exercises``: the graders, the torchrun script's included.
 """
 
 from lab_utils.labs import lazy

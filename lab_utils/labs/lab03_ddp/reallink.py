@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "table", "misses"]
+__all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "runs", "signed", "headline",
+           "reruns", "noise_floor", "carried", "table", "misses"]  # fmt: skip
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
@@ -97,11 +98,13 @@ class Point:
 
     @property
     def error(self) -> float:
-        return self.measured_s / self.model_s - 1
+        """The plain model's signed error, (model - measured) / measured: below 0 it predicted too little."""
+        return self.model_s / self.measured_s - 1
 
     @property
     def contended_error(self) -> float:
-        return self.measured_s / self.contended_s - 1
+        """The same for the model with this run's contention."""
+        return self.contended_s / self.measured_s - 1
 
 
 @dataclass
@@ -128,6 +131,68 @@ def load(path: str | os.PathLike = STORED) -> Result:
     raw = json.loads(Path(path).read_text())
     raw["points"] = [Point(**_terms(p)) for p in raw["points"]]
     return Result(**raw)
+
+
+def runs() -> list[Result]:
+    """Every stored run, oldest first: the earlier ones kept beside the module
+    (``real_link.<date>-<time>.json``, the same apparatus and ``Config``) and the one the lab shows."""
+    return [load(f) for f in sorted(STORED.parent.glob("real_link.*.json"))] + [load()]
+
+
+def signed(errors: Sequence[float]) -> str:
+    """Signed errors as 'mean +x %, range a .. b %'."""
+    mean = sum(errors) / len(errors)
+    return f"mean {100 * mean:+.0f} %, range {100 * min(errors):+.0f} .. {100 * max(errors):+.0f} %"
+
+
+def headline(result: Result, k: int) -> str:
+    """What ``no_sync`` saved per update at ``k`` on each link (the median of the repeats' paired
+    differences naive - no_sync), the plain model's prediction and its signed error."""
+    lines = [f"{'Mbit/s':>7}{'measured ms':>13}{'model ms':>10}{'model error':>13}"]
+    for s in result.savings:
+        if s["k"] == k:
+            err = f"{100 * (s['model_s'] / s['measured_s'] - 1):+.0f} %" if s["measured_s"] > 0 else "-"
+            lines.append(f"{s['rate_mbit']:>7.0f}{1e3 * s['measured_s']:>13.1f}{1e3 * s['model_s']:>10.1f}{err:>13}")
+    return "\n".join(lines)
+
+
+def reruns(results: Sequence[Result]) -> str:
+    """One line per stored run: when, the load before it, the link speeds, and each model's signed
+    error over all its points."""
+    lines = []
+    for r in results:
+        rates = "/".join(f"{lk['rate_mbit']:.0f}" for lk in r.links)
+        lines += [
+            f"{r.when}, load {r.load_before.split()[0]}, {rates} Mbit/s; K = 1 pairs up to "
+            f"{100 * noise_floor(r):.0f} % apart",
+            f"  model: {signed([p.error for p in r.points])}; "
+            f"+ its contention: {signed([p.contended_error for p in r.points])}",
+        ]
+    return "\n".join(lines)
+
+
+def noise_floor(result: Result) -> float:
+    """How far apart the two K = 1 points of one link are at most (naive and ``no_sync`` run the
+    same code there): |naive / no_sync - 1| of the measured medians."""
+    one = {(p.rate_mbit, p.loop): p.measured_s for p in result.points if p.k == 1}
+    return max(abs(one[r, "naive"] / one[r, "no_sync"] - 1) for r, loop in one if loop == "naive")
+
+
+def carried(calibration: Result, target: Result) -> list[float]:
+    """``target``'s points predicted with ``calibration``'s contention, each point's signed error.
+
+    The contention term enters as the factor it added to ``calibration``'s same point (same link
+    index, K and loop): ``target``'s plain model (its own micro-step and link) times
+    ``contended / model`` of ``calibration``. Both runs must share the config and link speeds
+    (within 2 %)."""
+    if calibration.config != target.config or len(calibration.points) != len(target.points):
+        raise ValueError("the two runs have different configs: their points do not pair up")
+    errors = []
+    for a, b in zip(calibration.points, target.points):
+        if (a.k, a.loop) != (b.k, b.loop) or abs(a.rate_mbit / b.rate_mbit - 1) > 0.02:
+            raise ValueError(f"points differ: {a.rate_mbit:.0f}/{a.k}/{a.loop} vs {b.rate_mbit:.0f}/{b.k}/{b.loop}")
+        errors.append(b.model_s * a.contended_s / a.model_s / b.measured_s - 1)
+    return errors
 
 
 def _terms(p: dict) -> dict:
@@ -168,8 +233,8 @@ def table(result: Result) -> str:
               f"{'+contention':>12}{'error':>7}"]  # fmt: skip
     for p in result.points:
         lines.append(f"{p.rate_mbit:>7.0f}{p.k:>3} {p.loop:<8}{1e3 * p.measured_s:>9.1f} ({1e3 * p.q1_s:5.1f}-"
-                     f"{1e3 * p.q3_s:5.1f}){1e3 * p.model_s:>8.1f}{100 * p.error:>6.0f}%{1e3 * p.contended_s:>12.1f}"
-                     f"{100 * p.contended_error:>6.0f}%")  # fmt: skip
+                     f"{1e3 * p.q3_s:5.1f}){1e3 * p.model_s:>8.1f}{100 * p.error:>+6.0f}%{1e3 * p.contended_s:>12.1f}"
+                     f"{100 * p.contended_error:>+6.0f}%")  # fmt: skip
     lines += ["", f"{'Mbit/s':>7}{'K':>3}{'saving ms: measured (min..max)':>32}{'model':>8}{'+contention':>12}"]
     for s in result.savings:
         lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
@@ -179,7 +244,10 @@ def table(result: Result) -> str:
     for label, attr in (("model", "error"), ("model + contention", "contended_error")):
         errs = [abs(getattr(p, attr)) for p in result.points]
         within = sum(e <= 0.10 for e in errs)
-        lines.append(f"{label}: within 10 % at {within} of {len(errs)} points (worst {100 * max(errs):.0f} %)")
+        lines.append(
+            f"{label}: within 10 % at {within} of {len(errs)} points; signed error "
+            f"{signed([getattr(p, attr) for p in result.points])}"
+        )
     return "\n".join(lines)
 
 

@@ -204,9 +204,10 @@ def test_fp16_grader_catches_float32():
 
 @pytest.mark.usefixtures("replay")
 def test_buckets_grader_names_each_wrong_rule_and_accepts_a_whole_float():
-    # at 0.03 MiB: 5 buckets in backward order, 6 in registration order, 35 by dividing the bytes
-    graded_fail(exercises.check_buckets, 6, match=f"{FAILED}.*you predicted 6.*REGISTRATION order")
-    graded_fail(exercises.check_buckets, 35, match=f"{FAILED}.*you predicted 35.*divided by the cap")
-    graded_fail(exercises.check_buckets, 5.5, match=f"{FAILED}.*whole number")
-    assert exercises.check_buckets(5.0) == exercises.check_buckets("5") == PASSED
+    # at 0.001 MiB: 6 buckets in backward order, 7 in registration order, 1038 by dividing the bytes
+    graded_fail(exercises.check_buckets, 7, match=f"{FAILED}.*you predicted 7.*REGISTRATION order")
+    graded_fail(exercises.check_buckets, 1038, match=f"{FAILED}.*you predicted 1038.*divided by the cap")
+    graded_fail(exercises.check_buckets, 5, match=f"{FAILED}.*you predicted 5")  # the 0.25 MiB row's count
+    graded_fail(exercises.check_buckets, 6.5, match=f"{FAILED}.*whole number")
+    assert exercises.check_buckets(6.0) == exercises.check_buckets("6") == PASSED
     assert exercises.check_buckets(...) == NOT_ATTEMPTED

@@ -47,3 +47,32 @@ def test_misses_add_up_to_the_whole_miss():
     for p in reallink.load().points:
         got = reallink.misses(p.measured_terms, p.model_terms)
         assert sum(got.values()) == pytest.approx(p.measured_terms.total_s - p.model_terms.total_s)
+
+
+def test_error_is_the_models_signed_error():
+    p = reallink.Point(229.0, 2, "naive", measured_s=0.2, q1_s=0.19, q3_s=0.21, model_s=0.15, contended_s=0.25)
+    assert p.error == pytest.approx(-0.25)  # (model - measured) / measured: the model predicted too little
+    assert p.contended_error == pytest.approx(0.25)
+
+
+def test_every_stored_run_loads_oldest_first_the_lab_s_last():
+    runs = reallink.runs()
+    assert len(runs) >= 2 and runs[-1] == reallink.load()
+    assert [r.when for r in runs] == sorted(r.when for r in runs)
+    assert all(r.config == runs[-1].config for r in runs)
+
+
+def test_a_run_carrying_its_own_contention_is_its_contended_model():
+    run = reallink.load()
+    assert reallink.carried(run, run) == pytest.approx([p.contended_error for p in run.points])
+    with pytest.raises(ValueError, match="points differ"):
+        reallink.carried(reallink.runs()[0], run)  # other link speeds
+
+
+def test_noise_floor_and_headline():
+    run = reallink.load()
+    one = {(p.rate_mbit, p.loop): p.measured_s for p in run.points if p.k == 1}
+    assert reallink.noise_floor(run) == max(abs(one[r, "naive"] / one[r, "no_sync"] - 1) for r, _ in one)
+    rows = reallink.headline(run, k=4).splitlines()
+    assert len(rows) == 1 + len(run.links) and "model error" in rows[0]
+    assert reallink.signed([-0.1, 0.3]) == "mean +10 %, range -10 .. +30 %"
