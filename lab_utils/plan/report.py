@@ -95,12 +95,12 @@ def _row(p: Plan) -> str:
     return (
         f"{p.strategy.name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
         f"{fmt_bytes(m.activations):>11}{fmt_bytes(m.temporaries + m.gathered):>11}"
-        f"{p.seconds:>10.3f}{p.comm_s:>9.3f}  {'fits' if p.fits else 'too big'}"
+        f"{p.seconds:>10.3f}{p.comm_s:>10.3f}  {'fits' if p.fits else 'too big'}"
     )
 
 
 HEADER = (
-    f"{'strategy (predicted)':<44}{'peak':>11}{'w+g+opt':>11}{'activ.':>11}{'temp.':>11}{'s/update':>10}{'idle':>9}"
+    f"{'strategy (predicted)':<44}{'peak':>11}{'w+g+opt':>11}{'activ.':>11}{'temp.':>11}{'s/update':>10}{'comm+idle':>10}"
 )
 
 
@@ -116,7 +116,8 @@ def best_per_family(plans: Sequence[Plan]) -> list[Plan]:
 
 
 def table(plans: Sequence[Plan], *, top: int | None = None) -> str:
-    """Fixed-width rows: predicted peak per device (and its parts), seconds per update."""
+    """Fixed-width rows: predicted peak per device (and its parts), seconds per update and the part
+    of them not spent computing (exposed communication and a pipeline's bubble)."""
     return "\n".join([HEADER] + [_row(p) for p in list(plans)[: top or None]])
 
 
