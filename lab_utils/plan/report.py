@@ -100,7 +100,8 @@ def _row(p: Plan) -> str:
 
 
 HEADER = (
-    f"{'strategy (predicted)':<44}{'peak':>11}{'w+g+opt':>11}{'activ.':>11}{'temp.':>11}{'s/update':>10}{'comm+idle':>10}"
+    f"{'strategy (predicted)':<44}{'peak':>11}{'w+g+opt':>11}{'activ.':>11}{'temp.':>11}{'s/update':>10}"
+    f"{'comm+idle':>10}"
 )
 
 
