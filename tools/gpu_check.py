@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(run(label, shape, device))
             except torch.cuda.OutOfMemoryError as err:
                 rows.append(dict(setup=label, skipped=f"out of memory: {str(err).splitlines()[0]}"))
-                gc.collect()
-                torch.cuda.empty_cache()
+            # after the except clause, so the traceback no longer holds the failed run's tensors
+            gc.collect()
+            torch.cuda.empty_cache()
         print(_row(rows[-1]), flush=True)
     result = dict(
         date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -12,9 +12,10 @@ reserve, `torchtitan/components/metrics.py`), not the allocated peak the planner
 
 Three differences of layout are computed from the two codes, not measured (a *model*):
 torchtitan's op policy saves the outputs of every other matmul and of attention, in bf16, where the
-planner's selective policy saves all seven matmuls' and the layer's fp32 input; FSDP2's
-``MixedPrecisionPolicy(param_dtype=bf16)`` gathers bf16 weights where the planner gathers fp32
-ones; and no autocast keeps a bf16 copy of the head. What remains is the allocator's reserve above
+planner's selective policy saves six of the seven matmuls' (all but ``down_proj``'s) and the
+layer's fp32 input; FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` gathers bf16 weights (and
+computes the unsharded gradients in bf16) where the planner holds both in fp32, so about half; and
+no autocast keeps a bf16 copy of the head. What remains is the allocator's reserve above
 the allocated peak, and what the model leaves out.
 """
 
