@@ -95,13 +95,13 @@ def _row(p: Plan) -> str:
     return (
         f"{p.strategy.name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
         f"{fmt_bytes(m.activations):>11}{fmt_bytes(m.temporaries + m.gathered):>11}"
-        f"{p.seconds:>10.3f}{p.comm_s:>10.3f}  {'fits' if p.fits else 'too big'}"
+        f"{p.seconds:>10.3f}{p.comm_s:>11.3f}  {'fits' if p.fits else 'too big'}"
     )
 
 
 HEADER = (
     f"{'strategy (predicted)':<44}{'peak':>11}{'w+g+opt':>11}{'activ.':>11}{'temp.':>11}{'s/update':>10}"
-    f"{'comm+idle':>10}"
+    f"{'comm+idle':>11}"
 )
 
 
