@@ -49,3 +49,12 @@ def test_in_torchtitans_layout_the_planner_is_under_each_reserved_peak():  # 08/
 def test_the_published_table_reads():
     text = published.table(published.compare())
     assert "max_memory_reserved" in text and len(text.splitlines()) <= 20
+
+
+def test_the_planners_legend_quotes_the_published_comparison():
+    rows = published.compare()
+    above = [round((r.planner.peak - r.published) / published.GiB) for r in rows]
+    under = [round(100 * (r.published - r.adjusted) / r.published) for r in rows]
+    text = plan.report.MODELS["memory"]
+    assert f"{rows[0].run.gib} and {rows[1].run.gib} GiB" in text
+    assert f"{above[0]} and {above[1]} GiB above them" in text and under == [10, 10] and "10 % under" in text
