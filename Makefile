@@ -9,7 +9,7 @@ PORT   ?= 8888
 
 OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: lab test quick setup lint unit notebooks execute solutions mutations clean help validate-link
+.PHONY: lab test quick setup lint unit notebooks execute solutions mutations clean help validate-link gpu-check
 
 help:
 	@echo "make lab          set up .venv (once) and open the labs in JupyterLab"
@@ -26,6 +26,7 @@ help:
 	@echo "make slides-pdf   the decks as PDF handouts (needs Chromium)"
 	@echo "make browser-test decks and labs in headless Chromium (bash slides/install_browser.sh first)"
 	@echo "make validate-link  root: lab 3's overlap model against a real shaped link (namespaces + tc)"
+	@echo "make gpu-check    one CUDA GPU, <= 8 min: the step-memory calculator against the GPU's meters"
 	@echo "make clean        remove .venv and build outputs"
 
 # The environment is rebuilt only when pyproject.toml changes, so a second run is quick.
@@ -98,6 +99,12 @@ mutations: $(STAMP)
 # it writes the table the lab shows (lab_utils.labs.lab03_ddp.reallink loads it).
 validate-link: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m tools.validate_link.run --out lab_utils/labs/lab03_ddp/real_link.json
+
+# One CUDA GPU, at most 8 minutes: the calculator against torch.cuda.max_memory_allocated and the
+# memory snapshot's peak (lab 1/2's bert-large setups, lab 8's Llama shapes); a table and
+# build/gpu_check.json. Without CUDA it says so and exits 0.
+gpu-check: $(STAMP)
+	$(BIN)/python -m tools.gpu_check --out build/gpu_check.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

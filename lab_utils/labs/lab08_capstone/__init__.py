@@ -5,6 +5,6 @@ The planner itself is ``lab_utils.plan`` (``python -m lab_utils.plan``); the cal
 
 from lab_utils.labs import lazy
 
-__all__ = ["exercises", "figures", "measure"]
+__all__ = ["exercises", "figures", "measure", "published"]
 
 __getattr__ = lazy(__name__, __all__)

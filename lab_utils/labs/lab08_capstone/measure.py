@@ -29,19 +29,20 @@ from lab_utils.memory.stepmem import Anatomy, Shape
 __all__ = ["build", "step_parts", "process_peak"]
 
 
-def build(shape: Shape) -> tuple[nn.Module, dict[str, torch.Tensor]]:
+def build(shape: Shape, device: str = "cpu") -> tuple[nn.Module, dict[str, torch.Tensor]]:
     """A model of ``shape`` (random weights, no download) and a batch of ``shape.batch`` random
     sequences of ``shape.seq`` tokens: a ``LlamaForCausalLM`` (sdpa) or a ``GPT2LMHeadModel``
     (labels = inputs), or a ``BertForSequenceClassification`` (a label per sequence), with the
-    shape's attention, dropout and checkpointing."""
+    shape's attention, dropout and checkpointing; built on ``device`` (the batch drawn on the CPU)."""
     torch.manual_seed(0)
-    model = _model(shape)
+    with torch.device(device):
+        model = _model(shape)
     if shape.checkpointing:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=g)
     labels = torch.arange(shape.batch) % shape.num_labels if shape.arch == "bert" else ids
-    return model, {"input_ids": ids, "labels": labels}
+    return model, {"input_ids": ids.to(device), "labels": labels.to(device)}
 
 
 def _model(shape: Shape) -> nn.Module:
@@ -122,9 +123,7 @@ def step_parts(shape: Shape, *, device: str = "cpu") -> Anatomy:
     the shape says so): the CPU profiler's peak, or CUDA's with ``device="cuda"``."""
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"step_parts(device={device!r}): no CUDA device here; use device='cpu'")
-    model, batch = build(shape)
-    model.to(device)
-    batch = {k: v.to(device) for k, v in batch.items()}
+    model, batch = build(shape, device)
     opt = _optimizer(shape, model)
     return measure_anatomy(model, batch, opt, accumulation=shape.accumulation, autocast=_cast(shape, model))
 
