@@ -11,7 +11,7 @@ from lab_utils.plan.inputs import Hardware
 
 __all__ = ["MODELS", "table", "best_per_family", "figure", "legend", "left_out"]
 
-# What each number rests on: the lab that validated the model and the error it measured there.
+# What each number rests on: the lab that compared the model with a measurement, and the error it found.
 MODELS: dict[str, str] = {
     "memory": "stepmem, labs 1 and 8: Llama-style decoders' peak within 4 % of the meters on shapes the fit "
     "never saw; a real CPU step's process peak (VmHWM) at 125 M parameters -0.4 % (fp32) and -0.2 % (bf16); "
@@ -27,9 +27,9 @@ MODELS: dict[str, str] = {
     "it exactly; the wall-clock bubble measured on 2 CPU cores is larger (stage imbalance, messages)",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
-    "time": "overlap model, lab 3: on a real shaped link (2 CPU ranks) it was optimistic at all 18 points, "
-    "within 10 % at 5 of 18 points (worst 58 %) without its measured contention term, which this plan does "
-    "not apply, and within 10 % at 12 of 18 points (worst 24 %) with it; "
+    "time": "overlap model, lab 3: compared with a real shaped link (2 CPU ranks, 4 stored runs), it predicts too "
+    "little (mean signed error -10 to -18 % per run, no point more than 5 % too high), so these times are a lower "
+    "bound on the naive loop's cost, and this plan does not apply the measured contention term; "
     "FSDP's traffic 1.5 x DDP's (lab 7, counted exactly); "
     "local SGD averages once every H updates (lab 5: it changes the loss curve)",
     "compute": "an assumption, not a measurement: FLOPs / the sustained TFLOP/s given (--tflops), at the same rate "
