@@ -17,7 +17,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("lab 2 no accumulation", NB,
              "scaled_loss(model, mb, window).backward()         # adds into .grad\n            optimizer.step()",
              "scaled_loss(model, mb, window).backward()         # adds into .grad\n                optimizer.step()",
-             "accumulate steps after every micro-batch: nothing accumulates, a forgotten / K no longer multiplies the step",
+             "accumulate steps after every micro-batch: a forgotten / K no longer multiplies the step",
              (NB,), claims=("02/adam-hides-k",)),
     Mutation("lab 2 eval mode lost", NB, "    a.train(train_mode), b.train(train_mode)\n", "",
              "distance_to_large_batch never switches the copies to eval mode: frozen BatchNorm trains",
