@@ -202,7 +202,7 @@ class Stream:
     "acc-tokens",
     "token losses from a stream",
     hint="reread section 2.3 (what one large batch divides by) and 2.4 (the last window): "
-    "the gradient is linear, so a sum can be divided after the backward. The check compares in float64 to "
+    "the gradient is linear: when must the window's token count be known? The check compares in float64 to "
     "1e-12: transformers' num_items_in_batch path computes its loss in float32 and is rejected; sum the token "
     "losses with accumulation.lm_token_loss_sum instead",
 )

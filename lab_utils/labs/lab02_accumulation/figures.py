@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from lab_utils.plots import style
 
-__all__ = ["gap", "token_weight", "learning_rates", "loss_curves", "generalisation_gaps", "memory_speed", "seed_table"]
+__all__ = ["gap", "token_weight", "learning_rates", "loss_curves", "generalisation_gaps", "memory_speed"]
 
 _OK, _BAD = "#2a9d8f", "#e76f51"
 
@@ -148,24 +148,4 @@ def memory_speed(
     fig.update_xaxes(type="log", dtick=0.30103, title_text="micro-batch size (log)")
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(showlegend=False)
-    return fig
-
-
-def seed_table(measured: Sequence[Mapping[str, float]], *, device: str = "cpu") -> go.Figure:
-    """Time and memory of each setup relative to the first ("batch B" = 1.0), as measured on
-    ``device``: the shape of the seed's table. ``measured``: a row per setup, in the order of
-    ``setups``, each with ``seconds`` and ``peak_bytes``."""
-    setups = ["batch B", "B/K x K", "B/K x K + checkpointing"]
-    if len(measured) != len(setups):
-        raise ValueError(f"seed_table(): {len(measured)} measured rows for {len(setups)} setups")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time / time of batch B", "memory / memory of batch B"))
-    name = f"measured here ({device})"
-    for col, key in ((1, "seconds"), (2, "peak_bytes")):
-        y = [r[key] / measured[0][key] for r in measured]
-        legend = None if col == 1 else False  # one legend entry for both panels
-        bar = go.Bar(name=name, x=setups, y=y, marker_color=_OK, legendgroup=name, showlegend=legend)
-        fig.add_trace(bar, 1, col)
-    style(fig, title=f"Time and memory of each setup relative to batch B, measured on {device}", height=460)
-    fig.add_hline(y=1.0, line_dash="dot")
-    fig.update_layout(barmode="group", legend=dict(orientation="h", yanchor="top", y=-0.12, x=0), margin=dict(b=90))
     return fig

@@ -5,7 +5,7 @@ import pytest
 from lab_utils.labs.lab02_accumulation import figures
 
 
-def test_token_weight_gap_and_seed_table_show_the_measured_values():
+def test_token_weight_and_gap_show_the_measured_values():
     fig = figures.token_weight([10, 30])  # K=2, 40 tokens: weights 40/(2*10) = 2 and 40/(2*30) = 2/3
     assert list(fig.data[0].y) == pytest.approx([2.0, 2 / 3]) and list(fig.data[1].y) == [1.0, 1.0]
     with pytest.raises(ValueError, match="token_weight"):
@@ -13,16 +13,6 @@ def test_token_weight_gap_and_seed_table_show_the_measured_values():
     fig = figures.gap({"ok": 1e-17, "bug": 0.1, "zero": 0.0})
     assert list(fig.data[0].marker.color) == ["#2a9d8f", "#e76f51", "#2a9d8f"]
     assert fig.data[0].x[2] == 1e-18  # an exact zero drawn at the floor of the log axis
-    rows = [
-        {"seconds": 2.0, "peak_bytes": 8.0},
-        {"seconds": 3.0, "peak_bytes": 2.0},
-        {"seconds": 4.0, "peak_bytes": 1.0},
-    ]
-    fig = figures.seed_table(rows)
-    assert list(fig.data[0].y) == [1.0, 1.5, 2.0] and list(fig.data[1].y) == [1.0, 0.25, 0.125]
-    assert len(fig.data) == 2  # only numbers measured here
-    with pytest.raises(ValueError, match="measured rows"):
-        figures.seed_table(rows[:2])
 
 
 def test_memory_speed_and_learning_rates():
