@@ -169,9 +169,17 @@ def schedule(results: Mapping[str, AccelerateRun]) -> go.Figure:
     return fig
 
 
-def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
-    """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
-    line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
+def seeds_band(
+    study: Mapping[str, Seeds | Point],
+    names: Sequence[str],
+    *,
+    per_round: int,
+    title: str,
+    xaxis: str = "communication rounds (all-reduces of the whole model)",
+) -> go.Figure:
+    """Held-out loss against communication rounds (step / ``per_round``; ``per_round=1`` and an
+    ``xaxis`` of steps for runs that communicate at different rates): the seeds' mean as a line,
+    their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
     for i, name in enumerate(names):
         curve = study[name].curve
@@ -193,7 +201,7 @@ def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_
     return style(
         fig,
         title=_measured(title),
-        xaxis="communication rounds (all-reduces of the whole model)",
+        xaxis=xaxis,
         yaxis="held-out loss",
     )
 
