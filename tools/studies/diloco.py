@@ -1,6 +1,6 @@
-"""Regenerate lab 5's stored DiLoCo study (``lab_utils.labs.lab05_local_sgd.diloco_study.json``):
-every (outer lr, Nesterov momentum) of ``diloco.GRID`` from the same synchronously trained start,
-over ``diloco.SEEDS``, on non-IID shards, with the settings ``diloco.STORED``, on 2 ranks.
+"""Regenerate lab 5's stored study (``lab_utils.labs.lab05_local_sgd.diloco_study.json``): every
+run of ``diloco.RUNS`` from the same synchronously trained start, over ``diloco.SEEDS``, on non-IID
+shards of fresh samples, with the settings ``diloco.STORED``, on 2 ranks.
 
     python -m tools.studies.diloco                 # minutes; rewrites diloco.STORED_FILE
     python -m tools.studies.diloco --out FILE      # somewhere else
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils.flat import mean_over_ranks
-from lab_utils.labs.lab05_local_sgd.diloco import GRID, SEEDS, STORED, STORED_FILE, Config, Point, Stored
+from lab_utils.labs.lab05_local_sgd.diloco import RUNS, SEEDS, STORED, STORED_FILE, Config, Point, Stored, run_settings
 from lab_utils.labs.lab05_local_sgd.study import run_seeds
 
 __all__ = ["train_diloco", "grid", "dumps", "main"]
@@ -71,24 +71,22 @@ def train_diloco(
 def grid(
     H: int, rounds: int, warmup: int, seeds: tuple[int, ...] = SEEDS, skew: float = 1.0, evals: int = 8
 ) -> dict[str, Point]:
-    """On each rank: every (outer lr, momentum) of ``GRID`` through ``run_seeds`` (AdamW inside, lr
-    1e-3), keyed ``"lr/mu"``: a :class:`Point` (``final`` and ``curve`` per seed, ``rounds``, ``bytes``)."""
+    """On each rank: every run of ``RUNS`` through ``run_seeds`` (fresh samples, AdamW inside, lr
+    1e-3), keyed by its name: a :class:`Point` (``final`` and ``curve`` per seed, ``rounds``, ``bytes``)."""
     out = {}
-    for lr, mu in GRID:
+    for name in RUNS:
         r = run_seeds(
             train_diloco,
             steps=warmup + rounds * H,
             seeds=seeds,
-            H=H,
-            outer_lr=lr,
-            outer_momentum=mu,
-            warmup=warmup,
             skew=skew,
             evals=evals,
+            fresh=True,
             optimizer="adamw",
             lr=1e-3,
+            **run_settings(name, H, rounds, warmup),
         )
-        out[f"{lr}/{mu}"] = Point(r.seeds, r.final, r.curve, r.rounds, r.comm["bytes"])
+        out[name] = Point(r.seeds, r.final, r.curve, r.rounds, r.comm["bytes"])
     return out
 
 
@@ -103,14 +101,15 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m tools.studies.diloco", description="Run lab 5's stored DiLoCo study on 2 ranks and write it."
     )
     ap.add_argument("--out", type=Path, default=STORED_FILE)
+    ap.add_argument("--evals", type=int, default=17, help="held-out evaluations per run (evenly spaced)")
     a = ap.parse_args(argv)
     from lab_utils.launcher import launch
 
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    ranks = launch(grid, 2, kwargs=dict(**STORED, evals=16), timeout=3600)
+    ranks = launch(grid, 2, kwargs=dict(**STORED, evals=a.evals), timeout=3600)
     machine = f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), gloo, 2 ranks"
-    config = Config(**STORED, seeds=list(SEEDS), skew=1.0, world=2, seconds=round(ranks.seconds, 1), when=when,
-                    machine=machine)  # fmt: skip
+    config = Config(**STORED, seeds=list(SEEDS), skew=1.0, fresh=True, world=2, seconds=round(ranks.seconds, 1),
+                    when=when, machine=machine)  # fmt: skip
     a.out.write_text(dumps(Stored(config, ranks[0])))
     print(f"wrote {a.out} ({ranks.seconds:.0f} s)")
 

@@ -1,12 +1,17 @@
-"""DiLoCo's outer optimizer, studied: outer lr {0.7, 1.0} x Nesterov momentum {0, 0.5, 0.9}, each
-from the same synchronously trained start, over 8 paired seeds, on non-IID shards. The study is
-stored beside this module (``diloco_study.json``); here are its settings, its records and the loader.
+"""Lab 5's stored study: how often must non-IID ranks average? Every run starts from the same
+synchronously trained model and reads **fresh samples** (no sample twice, so the held-out loss
+tracks the training loss); each rank sees only its own classes (``skew=1``); AdamW inside, over
+paired seeds. The runs (``RUNS``) differ only in how they communicate after the start:
 
-    diloco.load_stored()                  # a Stored: .config, .results["0.7/0.9"] (a Point)
+    sync      gradients averaged every step (DDP): the control
+    H=8 ...   parameters averaged every H steps (local SGD = DiLoCo with outer lr 1, no momentum)
+    never     no averaging until the end: two ranks training alone, averaged once
+    DiLoCo    the paper's outer step (lr 0.7, Nesterov 0.9) every H steps
+
+``COMPARISONS`` are declared before the run, and their sign tests are Holm-corrected together.
+
+    diloco.load_stored()                  # a Stored: .config, .results["H=32"] (a Point)
     python -m tools.studies.diloco        # instructors: run the study again (minutes), rewrite the file
-
-The paper (Douillard et al., 2023): H = 500, ~128 outer steps, lr 0.7, momentum 0.9; the stored
-study keeps the 128 outer steps with H = 32 (this task's shards are 32 batches long).
 """
 
 from __future__ import annotations
@@ -17,26 +22,48 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "GRID",
     "SEEDS",
     "STORED",
     "STORED_FILE",
+    "RUNS",
+    "COMPARISONS",
+    "run_settings",
     "Point",
     "Config",
     "Stored",
     "load_stored",
 ]
 
-GRID = [(lr, mu) for lr in (0.7, 1.0) for mu in (0.0, 0.5, 0.9)]  # (outer lr, Nesterov momentum)
-SEEDS = tuple(range(8))
-STORED = dict(H=32, rounds=128, warmup=256)  # the paper's 128 outer steps, after a synchronous start
+SEEDS = tuple(range(10))
+STORED = dict(H=32, rounds=16, warmup=32)  # after 32 synchronous steps, 16 rounds of 32 local steps
+# name -> (H, outer lr, outer momentum); H=None: every step synchronous; H=0: averaged only at the end
+RUNS: dict[str, tuple[int | None, float, float]] = {
+    "sync": (None, 1.0, 0.0),
+    "H=8": (8, 1.0, 0.0),
+    "H=32": (32, 1.0, 0.0),
+    "H=128": (128, 1.0, 0.0),
+    "never": (0, 1.0, 0.0),
+    "DiLoCo 0.7/0.9": (32, 0.7, 0.9),
+}
+# (A, B): "does A end with a lower held-out loss than B?", each a two-sided sign test over the seeds
+COMPARISONS = (("H=32", "never"), ("sync", "H=32"), ("H=8", "H=32"), ("DiLoCo 0.7/0.9", "H=32"))
 STORED_FILE = Path(__file__).with_name("diloco_study.json")
+
+
+def run_settings(name: str, H: int, rounds: int, warmup: int) -> dict[str, Any]:
+    """``train_diloco``'s keyword arguments for run ``name`` of ``RUNS`` (all of them take
+    ``warmup + rounds * H`` steps)."""
+    h, lr, mu = RUNS[name]
+    local = rounds * H
+    if h is None:  # synchronous throughout: the warm-up never ends
+        return dict(H=1, outer_lr=lr, outer_momentum=mu, warmup=warmup + local)
+    return dict(H=h or local, outer_lr=lr, outer_momentum=mu, warmup=warmup)
 
 
 @dataclass(frozen=True)
 class Point:
-    """One (outer lr, momentum) of the grid over seeds: held-out loss per seed after the last step
-    and at each evaluation step, rounds (steps that communicated), bytes sent per rank."""
+    """One run of the study over seeds: held-out loss per seed after the last step and at each
+    evaluation step, rounds (steps that communicated), bytes sent per rank."""
 
     seeds: list[int]
     final: list[float]
@@ -51,14 +78,16 @@ class Point:
 
 @dataclass(frozen=True)
 class Config:
-    """The stored study's settings: H (inner steps per round), outer rounds, synchronous warm-up
-    steps, seeds, shard skew, ranks, the seconds it took to compute, and when and where it ran."""
+    """The stored study's settings: H (local steps per round of the H=32 and DiLoCo runs), rounds,
+    synchronous warm-up steps, seeds, shard skew, fresh samples, ranks, the seconds it took, and
+    when and where it ran."""
 
     H: int
     rounds: int
     warmup: int
     seeds: list[int]
     skew: float
+    fresh: bool
     world: int
     seconds: float
     when: str
@@ -67,15 +96,14 @@ class Config:
 
 @dataclass(frozen=True)
 class Stored:
-    """The stored study: its settings and one :class:`Point` per ``"lr/mu"`` of ``GRID``."""
+    """The stored study: its settings and one :class:`Point` per run of ``RUNS``."""
 
     config: Config
     results: dict[str, Point]
 
 
 def load_stored(path: Path = STORED_FILE) -> Stored:
-    """The stored study: ``config`` (H, rounds, warmup, seeds, skew, ...) and ``results`` (a Point per
-    ``"lr/mu"``)."""
+    """The stored study: ``config`` and ``results`` (a Point per name of ``RUNS``)."""
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `python -m tools.studies.diloco` (repository root) to make it")
     stored = json.loads(path.read_text())

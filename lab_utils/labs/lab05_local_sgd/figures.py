@@ -17,12 +17,12 @@ from lab_utils.labs.lab05_local_sgd.diloco import Point
 from lab_utils.labs.lab05_local_sgd.record import Run
 from lab_utils.labs.lab05_local_sgd.study import Seeds
 from lab_utils.netmodel import Link
-from lab_utils.plots import level, modelled, palette, style
+from lab_utils.plots import modelled, palette, style
 
 if TYPE_CHECKING:  # the runs' module imports Accelerate; the figures only read its records
     from lab_utils.labs.lab05_local_sgd.accelerate_runs import AccelerateRun
 
-__all__ = ["spread", "loss", "traffic", "wallclock", "totals", "schedule", "seeds_band", "outer_sweep"]
+__all__ = ["spread", "loss", "traffic", "wallclock", "schedule", "seeds_band"]
 
 
 def _measured(title: str) -> str:
@@ -111,32 +111,6 @@ def wallclock(
     return fig
 
 
-def totals(
-    runs: Mapping[str, Run], links: Mapping[str, Link], world_size: int, step_seconds: float, Hs: Sequence[int]
-) -> go.Figure:
-    """Time of the whole run against H, one line per link, DDP as a dotted level, the compute
-    floor dashed: local SGD wins where the lines fall and stops helping where they flatten."""
-    fig = go.Figure()
-    for i, (lname, link) in enumerate(links.items()):
-        ys = [elapsed_seconds(runs[f"H={h}"], link, world_size, step_seconds)[-1] for h in Hs]
-        fig.add_trace(_line(Hs, ys, lname, i, mode="lines+markers"))
-        if "DDP" in runs:
-            d = elapsed_seconds(runs["DDP"], link, world_size, step_seconds)[-1]
-            line = dict(color=palette(i), dash="dot")
-            fig.add_trace(level(Hs[0], Hs[-1], d, showlegend=False, line=line, hovertext=f"DDP on {lname}"))
-    floor = step_seconds * next(iter(runs.values())).steps
-    fig.add_trace(level(Hs[0], Hs[-1], floor, name="compute alone", line=dict(color="black", dash="dash")))
-    style(
-        fig,
-        title=modelled("time of the whole run against H (dotted: DDP)"),
-        xaxis="H (local steps per averaging)",
-        yaxis="seconds (log scale)",
-    )
-    fig.update_xaxes(type="log", tickvals=list(Hs), ticktext=[str(h) for h in Hs])
-    fig.update_yaxes(type="log")
-    return fig
-
-
 def schedule(results: Mapping[str, AccelerateRun]) -> go.Figure:
     """One row per Accelerate run: micro-batches, optimizer updates, averagings after an update
     (green) or inside a window (red); one at x = number of micro-batches is the exit averaging."""
@@ -169,9 +143,17 @@ def schedule(results: Mapping[str, AccelerateRun]) -> go.Figure:
     return fig
 
 
-def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_round: int, title: str) -> go.Figure:
-    """Held-out loss against communication rounds (step / ``per_round``): the seeds' mean as a
-    line, their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
+def seeds_band(
+    study: Mapping[str, Seeds | Point],
+    names: Sequence[str],
+    *,
+    per_round: int,
+    title: str,
+    xaxis: str = "communication rounds (all-reduces of the whole model)",
+) -> go.Figure:
+    """Held-out loss against communication rounds (step / ``per_round``; ``per_round=1`` and an
+    ``xaxis`` of steps for runs that communicate at different rates): the seeds' mean as a line,
+    their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
     fig = go.Figure()
     for i, name in enumerate(names):
         curve = study[name].curve
@@ -193,45 +175,6 @@ def seeds_band(study: Mapping[str, Seeds | Point], names: Sequence[str], *, per_
     return style(
         fig,
         title=_measured(title),
-        xaxis="communication rounds (all-reduces of the whole model)",
+        xaxis=xaxis,
         yaxis="held-out loss",
     )
-
-
-def outer_sweep(study: Mapping[str, Seeds | Point], prefix: str, *, title: str) -> go.Figure:
-    """Final held-out loss of runs named ``f"{prefix} {lr}/{momentum}"``: one line per momentum
-    against the outer learning rate, the seeds' mean with bars from best to worst seed."""
-    by_mu: dict[float, list[tuple[float, list[float]]]] = {}
-    for name, r in study.items():
-        if name.startswith(prefix + " "):
-            lr, mu = (float(v) for v in name[len(prefix) + 1 :].split("/"))
-            by_mu.setdefault(mu, []).append((lr, r.final))
-    if not by_mu:
-        raise ValueError(f"no run named '{prefix} <lr>/<momentum>' in {list(study)}")
-    fig = go.Figure()
-    for i, (mu, pts) in enumerate(sorted(by_mu.items())):
-        pts.sort()
-        mean = [sum(v) / len(v) for _, v in pts]
-        fig.add_trace(
-            go.Scatter(
-                x=[lr for lr, _ in pts],
-                y=mean,
-                mode="lines+markers",
-                name=f"outer momentum {mu:g}" + (" (Nesterov)" if mu > 0 else ""),
-                line=dict(color=palette(i)),
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=[max(v) - m for (_, v), m in zip(pts, mean)],
-                    arrayminus=[m - min(v) for (_, v), m in zip(pts, mean)],
-                ),
-            )
-        )
-    style(
-        fig,
-        title=_measured(title),
-        xaxis="outer learning rate",
-        yaxis="held-out loss after the last round",
-    )
-    fig.update_yaxes(type="log")
-    return fig

@@ -24,7 +24,7 @@ from lab_utils.env import dist_info
 from lab_utils.labs.lab05_local_sgd import task
 from lab_utils.labs.lab05_local_sgd.record import Recorder, eval_of_mean
 
-__all__ = ["SeedStack", "Seeds", "run_seeds", "verdict", "spread", "SignTest", "sign_test"]
+__all__ = ["SeedStack", "Seeds", "run_seeds", "verdict", "spread", "SignTest", "sign_test", "holm"]
 
 
 class SeedStack(nn.Module):
@@ -113,21 +113,29 @@ def run_seeds(
     lr: float | None = None,
     skew: float = 0.0,
     evals: int = 8,
+    fresh: bool = False,
     **method_kwargs: Any,
 ) -> Seeds:
     """On this rank: ``method(model, opt, batches, log, **method_kwargs)`` with the seeds' models
     stacked. Returns a :class:`Seeds`: ``final`` and ``curve`` (held-out losses per seed, of the
-    ranks' mean model), ``rounds`` (steps that communicated), ``comm`` and ``events``."""
+    ranks' mean model), ``rounds`` (steps that communicated), ``comm`` and ``events``.
+    ``fresh``: a training set large enough that no sample is seen twice (no epoch repeats, so the
+    held-out loss tracks the training loss); otherwise ``task.TASK["per_rank"]`` samples per rank."""
     if steps < 1 or not seeds or evals < 1:
         raise ValueError(f"steps={steps}, seeds={list(seeds)}, evals={evals}: need steps >= 1, a seed, evals >= 1")
     me = dist_info()
     rank, world = me.rank, me.world_size
-    data = [task.make_data(world, seed=s) for s in seeds]
+    # fresh: per rank 1.5x the samples the steps read (a shard by class varies in size around per_rank)
+    per_rank = math.ceil(1.5 * steps * task.TASK["batch"]) if fresh else None
+    data = [task.make_data(world, per_rank=per_rank, seed=s) for s in seeds]
     x_eval = torch.stack([d[2] for d in data])
     y_eval = torch.stack([d[3] for d in data])
     model = SeedStack([task.make_model(seed=s) for s in seeds])
     opt = task.make_optimizer(optimizer, model.parameters(), lr)
-    streams = [task.rank_batches(d[0], d[1], rank, world, steps=steps, seed=s, skew=skew) for d, s in zip(data, seeds)]
+    streams = [
+        task.rank_batches(d[0], d[1], rank, world, steps=steps, seed=s, skew=skew, once=fresh)
+        for d, s in zip(data, seeds)
+    ]
     batches = ((torch.stack([b[0] for b in bs]), torch.stack([b[1] for b in bs])) for bs in zip(*streams))
     at = {math.ceil(steps * (i + 1) / evals) for i in range(evals)}
     log = _Log(model, x_eval, y_eval, at)
@@ -194,3 +202,17 @@ def sign_test(a: Sequence[float], b: Sequence[float]) -> SignTest:
     extreme = max(wins, n - wins)
     tail = sum(math.comb(n, i) for i in range(extreme, n + 1)) / 2**n
     return SignTest(wins, n, min(1.0, 2 * tail))
+
+
+def holm(ps: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down correction for ``len(ps)`` comparisons: which of them stay significant at
+    family-wise level ``alpha``. The smallest p is held to alpha/m, the next to alpha/(m-1), ...;
+    the first that fails stops the rest (Holm, *A simple sequentially rejective multiple test
+    procedure*, 1979)."""
+    order = sorted(range(len(ps)), key=lambda i: ps[i])
+    keep = [False] * len(ps)
+    for rank, i in enumerate(order):
+        if ps[i] > alpha / (len(ps) - rank):
+            break
+        keep[i] = True
+    return keep

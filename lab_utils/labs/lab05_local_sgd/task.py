@@ -90,12 +90,16 @@ def rank_batches(
     steps: int,
     seed: int = 0,
     skew: float = 0.0,
+    once: bool = False,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """``steps`` batches from this rank's shard (see ``rank_shard``), reshuffled each epoch."""
+    """``steps`` batches from this rank's shard (see ``rank_shard``), reshuffled each epoch;
+    ``once``: one epoch only (a ValueError if the shard holds fewer than ``steps`` batches)."""
     batch = TASK["batch"] if batch is None else batch
     idx = rank_shard(y, rank, world, skew, seed)
     xs, ys = x[idx], y[idx]
     per_epoch = max(1, len(xs) // batch)
+    if once and per_epoch < steps:
+        raise ValueError(f"once=True: rank {rank}'s shard holds {per_epoch} batches, fewer than steps={steps}")
     for s in range(steps):
         epoch, i = divmod(s, per_epoch)
         if i == 0:

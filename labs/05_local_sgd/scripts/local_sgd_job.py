@@ -4,7 +4,8 @@ copy this file anywhere.
 
 The outer step defaults to lr 1.0 without momentum, which is plain parameter averaging (LocalSGD
 itself). DiLoCo's paper setting is ``--outer-lr 0.7 --outer-momentum 0.9``, tuned for long runs
-from a synchronously trained model; lab 5's study shows what it does on a short one.
+from a synchronously trained model; lab 5's stored study ran it in one small setting (2 ranks,
+H = 32, 16 rounds), where it ended worse than plain averaging: that ranks the setting, not DiLoCo.
 
 Run it on N processes of one machine (CPU or GPU):
 

@@ -43,9 +43,6 @@ def test_loss_traffic_and_time_figures():
     assert list(figures.traffic(RUNS, ["DDP", "H=4"]).data[0].y) == [8000, 2000]
     fig = figures.wallclock(RUNS, LINKS["WAN"], 2, 1e-3, ["DDP", "H=4"])
     assert "modelled" in fig.layout.title.text and len(fig.data) == 2
-    fig = figures.totals(RUNS, {"WAN": LINKS["WAN"], "NVLink": LINKS["NVLink"]}, 2, 1e-3, [1, 4])
-    assert "modelled" in fig.layout.title.text
-    assert len(fig.data) == 2 * 2 + 1  # a line and a DDP level per link, the compute floor
 
 
 def test_schedule_colours_averagings_by_window():

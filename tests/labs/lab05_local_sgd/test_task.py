@@ -60,3 +60,11 @@ def test_default_lr_is_what_make_optimizer_uses():
     assert task.default_lr("sgd") != task.default_lr("adam")
     with pytest.raises(ValueError, match="optimizer='lamb'"):
         task.default_lr("lamb")
+
+
+def test_once_reads_no_sample_twice():
+    x, y, _, _ = task.make_data(2, per_rank=64)
+    seen = torch.cat([xb for xb, _ in task.rank_batches(x, y, 0, 2, batch=8, steps=4, once=True)])
+    assert len({tuple(r.tolist()) for r in seen}) == len(seen) == 32
+    with pytest.raises(ValueError, match="fewer than steps"):
+        list(task.rank_batches(x, y, 0, 2, batch=8, steps=40, once=True))
