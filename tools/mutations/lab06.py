@@ -32,7 +32,7 @@ MUTATIONS: tuple[Mutation, ...] = (
              ("tests/labs/lab06_pipeline/test_stages.py", "-k", "piece_flops"), claims=("06/imbalance",)),
     Mutation("1F1B warm-up", "lab_utils/labs/lab06_pipeline/timeline.py", "warm = min(m, p - stage)",
              "warm = min(m, p - stage - 1)",
-             "1F1B's expected order with Megatron's warm-up count (p - s - 1 forwards) read as torch's",
+             "1F1B's expected warm-up one forward short (p - s - 1 forwards, then a backward)",
              (TIMELINE, "-k", "order_1f1b"), claims=("06/held-in-flight",)),
     Mutation("live bytes never freed", "lab_utils/labs/lab06_pipeline/live.py", "self.now -= ref[1]",
              "self.now -= 0", "the live meter never subtracts what autograd frees: a peak that only grows",

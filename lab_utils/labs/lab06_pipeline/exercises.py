@@ -108,7 +108,7 @@ def schedule_step(kind: str, stage: torch.nn.Module, inputs: list, targets: list
     if rank == 0:
         sched.step(torch.cat(inputs))
     elif rank == p - 1:
-        sched.step(target=torch.cat(targets))
+        sched.step(target=torch.cat(targets), return_outputs=False)
     else:
         sched.step()
 

@@ -174,7 +174,7 @@ def memory(held: Mapping[str, Sequence[int]]) -> go.Figure:
     fig.update_layout(barmode="group")
     return style(
         fig,
-        title="activations held for backward, at the worst moment (measured live)",
+        title="activations held for backward, most at once (measured live; checkpointed: before the recompute)",
         yaxis="MiB",
     )
 

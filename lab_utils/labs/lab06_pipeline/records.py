@@ -69,7 +69,7 @@ class Interleaved:
 
 @dataclass(frozen=True)
 class DDPBytes:
-    """What real DDP all-reduced in one backward on one rank (``ddp_bytes``): bytes in all, each
+    """What real DDP all-reduced in one backward (its second) on one rank (``ddp_bytes``): bytes in all, each
     bucket's bytes in the order DDP ran them, and the model's parameter bytes."""
 
     bytes: int

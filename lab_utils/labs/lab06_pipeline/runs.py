@@ -4,7 +4,7 @@
     res[1].runs[4].events             # stage 1's forwards and backwards, one list per repeat
     res[0].runs[4].grads              # stage 0's gradient after one step (flattened)
     launch(runs.measure, 2, args=(gpipe_step, stages.Spec(), [4]), kwargs=dict(wrap=Checkpointed))
-    launch(runs.ping_pong, 2, args=(96 * 1024,))[0]   # round trips of one message, by itself
+    launch(runs.ping_pong, 2, args=(96 * 1024,))[0]   # round trips of one message, wake-ups included
 
 A step function (a lab cell) gets ``stage`` (rank r's stage r), ``inputs`` and ``targets`` (all m
 micro-batches on every rank; the middle stages use only their shapes), accumulates the gradient
@@ -165,7 +165,7 @@ def measure_interleaved(step_fn: ChunksStepFn, spec: stages.Spec, m: int, *, rep
 
 
 def ping_pong(nbytes: int, rounds: int = 30, warmup: int = 3) -> list[float]:
-    """A message's cost by itself: rank 0 sends ``nbytes`` (float32) to rank 1 with ``dist.send``,
+    """A message's round trip: rank 0 sends ``nbytes`` (float32) to rank 1 with ``dist.send``,
     rank 1 sends them back, ``rounds`` times after ``warmup`` untimed ones. On rank 0, the
     seconds of each round trip (two messages, each waking its receiver); [] on the other ranks
     (ranks above 1 take no part). Run on every rank of a launch."""
@@ -189,7 +189,9 @@ def ping_pong(nbytes: int, rounds: int = 30, warmup: int = 3) -> list[float]:
 
 def ddp_bytes(spec: stages.Spec) -> DDPBytes:
     """Bytes real DDP all-reduces for one backward of the whole model on this rank's share (in all
-    and per bucket, counted by ``CommCounter``); run on every rank."""
+    and per bucket, counted by ``CommCounter``), from its second backward: the first runs one
+    bucket of every parameter (torch's ``nn/parallel/distributed.py``: ``bucket_size_limits =
+    [sys.maxsize]``), and DDP rebuilds its buckets before the second. Run on every rank."""
     me = dist_info()
     net = stages.model(spec).to(me.device)
     ddp = DDP(net)
@@ -197,10 +199,13 @@ def ddp_bytes(spec: stages.Spec) -> DDPBytes:
     counter.attach(ddp)
     x, y = (t.to(me.device) for t in stages.batch(spec))
     (share,) = data.micro_batches(x, y, k=1, rank=me.rank, world_size=me.world_size)
-    stages.loss_fn(ddp(share[0]), share[1]).backward()
+    for _ in range(2):
+        first = len(counter.events)
+        stages.loss_fn(ddp(share[0]), share[1]).backward()
+    second = counter.events[first:]  # the second backward's all-reduces, one per bucket, in DDP's order
     out = DDPBytes(
-        bytes=counter.summary()["bytes"],
-        buckets=[e.nbytes for e in counter.events],  # each bucket's all-reduce, in the order DDP ran them
+        bytes=sum(e.nbytes for e in second),
+        buckets=[e.nbytes for e in second],
         param_bytes=nbytes(net.parameters()),
     )
     del ddp, net

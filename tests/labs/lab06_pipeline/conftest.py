@@ -14,7 +14,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from lab_utils import launch
-from lab_utils.labs.lab06_pipeline import exercises, runs, traffic
+from lab_utils.labs.lab06_pipeline import exercises, runs, stages, traffic
 from tests.labs.lab06_pipeline.schedules import SPEC, Checkpointed, M, interleaved_step
 
 
@@ -89,6 +89,8 @@ def _all() -> dict:
         "interleaved": runs.measure_interleaved(interleaved_step, SPEC, M),
         "counted": _counted(),
         "ddp": runs.ddp_bytes(SPEC),
+        # 3 blocks of 591,360 bytes: more than DDP's 1 MiB first bucket once it rebuilds its buckets
+        "ddp_rebuilt": runs.ddp_bytes(stages.Spec(depth=3, width=384, batch=8)),
     }
 
 

@@ -89,6 +89,12 @@ def test_ddp_bytes_are_the_parameters(ranks):
     assert sum(ddp.buckets) == ddp.bytes and all(b > 0 for b in ddp.buckets)
 
 
+def test_ddp_bytes_counts_the_rebuilt_buckets(ranks):
+    # DDP's first backward runs one bucket of every parameter; from the second, its own buckets
+    ddp = ranks[0]["ddp_rebuilt"]
+    assert len(ddp.buckets) >= 2 and sum(ddp.buckets) == ddp.bytes == ddp.param_bytes
+
+
 def test_each_repeat_keeps_its_own_messages_and_step_time(ranks):
     for r in ranks:
         run = r["repeated"].runs[M]
