@@ -28,6 +28,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("reentrant blocks", NB, EVERY_BLOCK, EVERY_BLOCK.replace("use_reentrant=False", "use_reentrant=True"),
              "every block checkpointed with the reentrant variant, which replays whole blocks", (NB,),
              claims=("01/early-stop",)),
+    Mutation("no early stop", NB, EVERY_BLOCK,
+             EVERY_BLOCK.replace("        h = checkpoint(blk, h, use_reentrant=False)",
+                                 "        with torch.utils.checkpoint.set_checkpoint_early_stop(False):\n"
+                                 "            h = checkpoint(blk, h, use_reentrant=False)"),
+             "every block checkpointed with early stop turned off (set_checkpoint_early_stop(False))", (NB,),
+             claims=("01/early-stop",)),
     Mutation("core reentrant", NB, "checkpoint(attention_core, q, k, v, mask, use_reentrant=False)",
              "checkpoint(attention_core, q, k, v, mask, use_reentrant=True)",
              "the attention core checkpointed reentrant: both bmm's replayed", (NB,), claims=("01/attention-core",)),
