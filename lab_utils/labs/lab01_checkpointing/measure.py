@@ -256,18 +256,19 @@ class AliveActivations:
         return sum(alive.values())
 
 
-def results_table(rows: list[StrategyRow]) -> str:
-    """A fixed-width text table of ``compare_strategies`` rows, relative to the first."""
+def results_table(rows: list[StrategyRow], *, timed: bool = False) -> str:
+    """A fixed-width text table of ``compare_strategies`` rows, relative to the first. Time only with
+    ``timed``: on a CPU, steps of tiny blocks time mostly overhead, not the recompute."""
     b = rows[0]
     lines = [
         f"{'strategy':<24}{'kept':>11}{'kept/base':>10}{'peak(model)':>13}{'alloc peak':>12}"
-        f"{'extra fwd FLOPs':>16}{'re-run calls':>13}{'time':>10}{'time/base':>10}"
+        f"{'extra fwd FLOPs':>16}{'re-run calls':>13}" + (f"{'time':>10}{'time/base':>10}" if timed else "")
     ]
     for r in rows:
         lines.append(
             f"{r.name:<24}{fmt_bytes(r.kept):>11}{r.kept / b.kept:>10.1%}"
             f"{fmt_bytes(r.peak_model):>13}{fmt_bytes(r.peak):>12}"
             f"{r.extra_flops / r.forward_flops:>16.2f}{r.recomputed:>13}"
-            f"{r.seconds * 1e3:>8.1f}ms{r.seconds / b.seconds:>10.2f}"
+            + (f"{r.seconds * 1e3:>8.1f}ms{r.seconds / b.seconds:>10.2f}" if timed else "")
         )
     return "\n".join(lines)

@@ -56,7 +56,7 @@ def chain_part(dev: torch.device, n: int, width: int, rows: int) -> bool:
         blocks=(act, inp, cost),
     )
     print(f"\n{n}-block MLP chain, width {width}, {rows} rows, on {dev}")
-    print(measure.results_table(rows_))
+    print(measure.results_table(rows_, timed=True))
     base, sq = rows_[0], rows_[1]
     ratio, extra = sq.kept / base.kept, sq.extra_flops / sq.forward_flops
     limit = 2 * math.sqrt(n) / n

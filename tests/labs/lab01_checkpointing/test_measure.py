@@ -75,6 +75,7 @@ def test_results_table_has_a_line_per_strategy_relative_to_the_first(chain):
     header, none, every = results_table(rows).splitlines()
     assert header.startswith("strategy") and none.startswith("none") and every.startswith("every block")
     assert "100.0%" in none and f"{rows[1].kept / rows[0].kept:.1%}" in every
+    assert "time" not in header and "time/base" in results_table(rows, timed=True).splitlines()[0]
 
 
 def test_alive_activations_see_what_the_graph_keeps(chain):
