@@ -74,13 +74,15 @@ def cmp(name: str, ours: torch.Tensor, reference: torch.Tensor, *, atol: float =
     return verdict
 
 
-def check(condition: bool, what: str, *, claim: str | None = None, hint: str = "") -> None:
+def check(condition: bool, what: str, *, claim: str, hint: str = "") -> None:
     """Prove the lab's ledger claim ``claim`` (its id, listed at the top of the notebook): print
-    '✓ what  [claim]' when ``condition`` holds, else raise AssertionError with the hint."""
-    tag = f"  [{claim}]" if claim else ""
+    '✓ what  [claim]' when ``condition`` holds, else raise AssertionError with the hint. Every ✓
+    names its claim: a check without one is a TypeError."""
+    if not isinstance(claim, str) or not claim:
+        raise TypeError(f"check(..., claim={claim!r}): name the ledger claim this ✓ proves (its id)")
     if not condition:
-        raise AssertionError(f"✗ {what}{tag}" + (f"\n  hint: {hint}" if hint else ""))
-    print(f"✓ {what}{tag}")
+        raise AssertionError(f"✗ {what}  [{claim}]" + (f"\n  hint: {hint}" if hint else ""))
+    print(f"✓ {what}  [{claim}]")
 
 
 def param_max_diff(a: torch.nn.Module | Iterable[torch.Tensor], b: torch.nn.Module | Iterable[torch.Tensor]) -> float:

@@ -127,10 +127,14 @@ def test_cmp_and_check(capsys):
     assert checks.cmp("mid", a, a + 1e-4) == "DIFFERENT"  # beyond the default atol of 1e-6
     assert checks.cmp("mid", a, a + 1e-4, atol=1e-3) == "close"  # the caller's atol decides
     assert checks.cmp("shape", a, torch.ones(4)) == "DIFFERENT"
-    checks.check(True, "it holds")
-    assert "✓ it holds" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="hint: look here"):
-        checks.check(False, "it holds", hint="look here")
+    capsys.readouterr()
+    checks.check(True, "it holds", claim="holds")
+    assert capsys.readouterr().out == "✓ it holds  [holds]\n"
+    with pytest.raises(AssertionError, match=r"✗ it holds  \[holds\]\n  hint: look here"):
+        checks.check(False, "it holds", claim="holds", hint="look here")
+    for bad in ({}, {"claim": ""}, {"claim": None}):  # every ✓ names a ledger claim
+        with pytest.raises(TypeError):
+            checks.check(True, "it holds", **bad)
     m1, m2 = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
     m2.load_state_dict(m1.state_dict())
     assert checks.param_max_diff(m1, m2) == 0
