@@ -4,7 +4,9 @@
         zero.paper_step(model, x, y, lr=1e-3)   # on every rank: the same model, its own slice of the batch
 
 Unlike ``ZeroRedundancyOptimizer`` (DDP's all-reduce, then a broadcast of each rank's stepped
-parameters), this moves exactly one all-reduce's bytes on a ring. No optimizer state is kept.
+parameters), this moves exactly one all-reduce's bytes on a ring. Each call builds a fresh AdamW
+and drops it: one call matches DDP + AdamW's first step only, not a run of steps (the moments are
+not kept).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def paper_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float)
     flat_params = flat(params, device=None)
     slice_ = nn.Parameter(flat_params[rank * chunk : (rank + 1) * chunk].clone())
     slice_.grad = mine
-    torch.optim.AdamW([slice_], lr=lr).step()  # optimizer state: 2 x chunk elements on this rank
+    torch.optim.AdamW([slice_], lr=lr).step()  # 2 x chunk elements of state on this rank, this call only
     gathered = torch.empty(n, dtype=flat_params.dtype, device=flat_params.device)
     dist.all_gather_single(gathered, slice_.detach())
     with torch.no_grad():
