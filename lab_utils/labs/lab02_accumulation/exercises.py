@@ -24,7 +24,16 @@ from lab_utils.labs.lab02_accumulation.losses import count_items, count_tokens, 
 from lab_utils.labs.lab02_accumulation.reference import large_batch_grads, train_large_batch
 from lab_utils.labs.lab02_accumulation.windowing import windows
 
-__all__ = ["check_tf_port", "check_clipping", "check_token_stream", "check_norms", "LAYERS", "CountingScaler", "Stream"]
+__all__ = [
+    "check_tf_port",
+    "check_clipping",
+    "check_token_stream",
+    "check_norms",
+    "LAYERS",
+    "CountingScaler",
+    "OneGraphAtATime",
+    "Stream",
+]
 
 F64 = torch.float64
 TOL = 1e-12
@@ -38,6 +47,34 @@ def _regression(n_micro: int) -> tuple[nn.Module, list[tuple[torch.Tensor, torch
 def _mse_mean(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     x, y = batch
     return F.mse_loss(model(x), y)
+
+
+class OneGraphAtATime:
+    """Hooks on ``model`` that stop a forward while an earlier forward's graph has not been
+    backpropagated: accumulation keeps one micro-batch's activations alive at a time, and code that
+    keeps every micro-batch's loss for one backward per window (``sum(losses).backward()``) holds
+    them all, as one large batch does. A hook on each forward's output (``.logits`` for a language
+    model) notes when a gradient reaches it; ``backward()`` and ``torch.autograd.grad`` both fire it.
+    Forwards whose output needs no gradient (under ``torch.no_grad()``) are not counted."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.forwards, self.pending = 0, set()  # forwards run; those whose output no gradient reached yet
+        model.register_forward_pre_hook(self._before)
+        model.register_forward_hook(self._after)
+
+    def _before(self, *_) -> None:
+        assert not self.pending, (
+            f"forward {self.forwards + 1} started while {len(self.pending)} earlier micro-batch graph(s) had not "
+            "been backpropagated: their activations are all alive at once, as in one large batch; backpropagate "
+            "each micro-batch's loss before the next forward"
+        )
+
+    def _after(self, module: nn.Module, args, out) -> None:
+        out = out if torch.is_tensor(out) else out.logits
+        if out.requires_grad:
+            self.forwards += 1
+            self.pending.add(self.forwards)
+            out.register_hook(lambda grad, n=self.forwards: self.pending.discard(n))
 
 
 def _sgd(model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
@@ -58,6 +95,7 @@ def check_tf_port(tf_style_accumulate: Callable) -> str:
     params = list(model.parameters())
     rows: list[int] = []
     model.register_forward_pre_hook(lambda m, args: rows.append(args[0].shape[0]))
+    OneGraphAtATime(model)
     before: list[torch.Tensor] = []  # the previous window's buffers, as returned
     for n, window in enumerate((micro[:3], micro[3:]), start=1):
         rows.clear()
@@ -143,6 +181,7 @@ def check_clipping(accumulate_with_clipping: Callable) -> str:
     if not 0 < clipped < n_windows or norms[-1] * last / k >= max_norm:
         raise RuntimeError(f"check_clipping: max_norm {max_norm:.3g} must bind on some windows only: {norms}")
     mine, scaler = copy.deepcopy(model), CountingScaler()
+    OneGraphAtATime(mine)
     try:
         accumulate_with_clipping(mine, _sgd(mine, 0.05, 0.9), micro, k, max_norm, scaler)
     except RuntimeError as err:
@@ -217,6 +256,7 @@ def check_token_stream(token_accumulate: Callable) -> str:
     model = models.tiny_gpt2(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=32).to(F64)
     mine, ref = copy.deepcopy(model), copy.deepcopy(model)
     opt, stream = _sgd(mine, 0.5), Stream(micro, mine)
+    OneGraphAtATime(mine)
     steps = []
     opt.register_step_post_hook(lambda *_: steps.append(stream.served))
     try:

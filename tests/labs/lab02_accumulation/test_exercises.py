@@ -234,6 +234,66 @@ def test_norms_right_set_passes_and_untracked_batchnorm_in_eval_fails():
     graded_fail(exercises.check_norms, "groupnorm", match="give a set of names")
 
 
+# -- one graph at a time: the three code exercises ----------------------------------------
+# Each wrong answer below computes the right numbers but keeps every micro-batch's graph alive until
+# one backward per window: the large batch's activation memory, which accumulation exists to avoid.
+ONE_GRAPH = "✗.*forward 2 started while 1 earlier micro-batch graph.*had not been backpropagated"
+
+
+def test_token_stream_fails_one_backward_per_window():
+    def token_accumulate(model, optimizer, stream, K):
+        losses, tokens = [], 0
+
+        def step():
+            (sum(losses) / tokens).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+        for mb in stream:
+            losses.append(accumulation.lm_token_loss_sum(model, mb))
+            tokens += accumulation.count_tokens(mb)
+            if len(losses) == K:
+                step()
+                losses, tokens = [], 0
+        if losses:
+            step()
+
+    graded_fail(exercises.check_token_stream, token_accumulate, match=ONE_GRAPH)
+
+
+def test_tf_port_fails_one_autograd_grad_over_the_summed_losses():
+    def tf_style_accumulate(model, micro_batches, loss_fn):  # one forward per micro-batch, one autograd.grad
+        loss = sum(loss_fn(model, mb) for mb in micro_batches) / len(micro_batches)
+        return [g.clone() for g in torch.autograd.grad(loss, list(model.parameters()))]
+
+    graded_fail(exercises.check_tf_port, tf_style_accumulate, match=ONE_GRAPH)
+
+
+def test_clipping_fails_one_backward_over_the_summed_scaled_losses():
+    def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
+        for window in accumulation.windows(micro_batches, K):
+            sum(scaler.scale(F.mse_loss(model(x), y) / len(window)) for x, y in window).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+    graded_fail(exercises.check_clipping, accumulate_with_clipping, match=ONE_GRAPH)
+
+
+def test_one_graph_at_a_time_counts_backward_and_autograd_grad_and_ignores_no_grad():
+    model = torch.nn.Linear(2, 1)
+    guard = exercises.OneGraphAtATime(model)
+    x = torch.ones(3, 2)
+    model(x).sum().backward()
+    torch.autograd.grad(model(x).sum(), list(model.parameters()))
+    with torch.no_grad():
+        model(x)
+    model(x)
+    assert guard.forwards == 3 and guard.pending == {3}
+
+
 # ----------------------------------------------------------------------------- stubs
 def stub(*args):
     raise NotImplementedError()
