@@ -22,8 +22,9 @@ goes on; transfers go one at a time in ready order:
     step    = max(backward_s, end_last)          # then the optimizer, which needs every gradient
 
 Lab 3 compares it with a real shaped link (``tools/validate_link``): in each of its stored runs the
-model predicted too little on average (a lower bound on a communication-heavy loop's cost, not a
-validated estimate; the contention term below brings it closer). Overlap is not free: the
+model predicted too little on average (2 ranks; not at every point, so a likely underestimate of a
+communication-heavy loop's cost, not a bound and not a validated estimate; the contention term
+below brings it closer). Overlap is not free: the
 backward and a transfer share the machine, and ``Contention`` (measured, not guessed) slows
 overlapping compute by ``1 + compute`` and overlapping transfers by ``1 + comm``; the default
 (none) is the model above.

@@ -28,8 +28,9 @@ MODELS: dict[str, str] = {
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
     "time": "overlap model, lab 3: compared with a real shaped link (2 CPU ranks, 4 stored runs), it predicts too "
-    "little (mean signed error -10 to -18 % per run, no point more than 5 % too high), so these times are a lower "
-    "bound on the naive loop's cost, and this plan does not apply the measured contention term; "
+    "little on average (mean signed error -10 to -18 % per run; single points up to 5 % too high), so these times "
+    "likely underestimate the naive loop's cost (not a bound; other rank counts untested), and this plan does not "
+    "apply the measured contention term; "
     "FSDP's traffic 1.5 x DDP's (lab 7, counted exactly); "
     "local SGD averages once every H updates (lab 5: it changes the loss curve)",
     "compute": "an assumption, not a measurement: FLOPs / the sustained TFLOP/s given (--tflops), at the same rate "

@@ -232,8 +232,9 @@ def test_the_legend_quotes_lab_3s_stored_runs():
     means = [sum(p.error for p in r.points) / len(r.points) for r in runs]
     assert f"{len(runs)} stored runs" in said
     assert f"mean signed error {100 * max(means):.0f} to {100 * min(means):.0f} % per run" in said
-    worst_high = max(p.error for r in runs for p in r.points)
-    assert 0 < worst_high <= 0.05 and "no point more than 5 % too high" in said and "lower bound" in said
+    worst_high = max(p.error for r in runs for p in r.points)  # the model is low on average, not at every point
+    assert worst_high > 0 and f"single points up to {100 * worst_high:.0f} % too high" in said
+    assert "likely underestimate" in said and "not a bound" in said and "lower bound" not in said
 
 
 def test_the_figure_shows_each_plans_parts():

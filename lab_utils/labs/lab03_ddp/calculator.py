@@ -36,8 +36,8 @@ ASSUMPTIONS = (
     "Assumed: float32 gradients in 25 MiB buckets (no smaller first bucket: DDP's real first bucket is "
     "1 MiB), ready evenly through the backward; the backward is 2/3 of a micro-step, the forward 1/3; "
     "a ring all-reduce per bucket; the optimizer step not counted. Modelled, not measured: the plain overlap "
-    "model, which predicted too little in every run on lab 3's real link, so the naive time is a lower bound "
-    "on the naive loop's cost."
+    "model, which predicted too little on average in every run on lab 3's real 2-rank link (not at every "
+    "point; other rank counts untested), so the naive time is a likely underestimate of the naive loop's cost."
 )
 
 

@@ -111,7 +111,7 @@ def time_per_update(sim: Mapping[str, Sequence[float]], link_name: str) -> go.Fi
                 line=dict(color=_color(name, i), dash="dot" if name == "compute" else "solid"),
             )
         )
-    t = f"Time per update vs K, {link_name} (naive: a lower bound)"
+    t = f"Time per update vs K, {link_name} (low on average on a real link)"
     style(fig, title=modelled(t), xaxis="K (micro-steps per update)", yaxis="seconds per update")
     fig.update_xaxes(type="log", tickvals=list(sim["k"]))
     # The legend goes under the plot: above it, a long title and the legend collided at 1280 x 720.

@@ -135,7 +135,11 @@ def load(path: str | os.PathLike = STORED) -> Result:
 
 def runs() -> list[Result]:
     """Every stored run, oldest first: the earlier ones kept beside the module
-    (``real_link.<date>-<time>.json``, the same apparatus and ``Config``) and the one the lab shows."""
+    (``real_link.<date>-<time>.json``) and the one the lab shows. All share one ``Config``, not one
+    apparatus: the first two (2026-12-01 16:07 and 17:10 UTC) came from an earlier
+    ``tools/validate_link`` that measured the contention beside one bulk all-reduce of all gradients
+    and took the latency from a tiny message (their links have no ``round_s``, ``bucket_alpha_s`` or
+    ``preempted``); the later ones use rounds of the real buckets and a per-bucket latency."""
     return [load(f) for f in sorted(STORED.parent.glob("real_link.*.json"))] + [load()]
 
 

@@ -15,7 +15,7 @@ from lab_utils import launch
 from lab_utils.data import micro_batches
 from lab_utils.labs.lab03_ddp import buckets, reducer, settings, stamps, workload
 from lab_utils.labs.lab03_ddp.stamps import UpdateStamps
-from tests.labs.lab03_ddp.sizes import CAP, SMALL, K
+from tests.labs.lab03_ddp.sizes import CAP, EXACT_CAP, SMALL, K
 
 
 def naive(ddp, opt, micro):
@@ -70,7 +70,7 @@ def _all(k: int, updates: int) -> dict:
     return {
         "loops": {name: workload.train(fn, k, updates=updates, setup=SMALL) for name, fn in LOOPS.items()},
         "probe": reducer.probe(setup=SMALL),
-        "buckets": buckets.counts(caps=(None, 25, CAP), steps=3, setup=SMALL),
+        "buckets": buckets.counts(caps=(None, 25, CAP, EXACT_CAP), steps=3, setup=SMALL),
         "sweep": stamps.measure(ks=(1, 3), repeats=2, bucket_cap_mb=CAP, setup=SMALL),
         "settings": settings.measure(setup=SMALL, cap_mb=CAP),
         "stamps": _stamped(k),

@@ -1,6 +1,6 @@
 """labs/03_ddp_no_sync/scripts/ddp_no_sync.py under torchrun: trained on one node, then resumed from its epoch-1
-checkpoint by two agents standing in for two machines, it reaches the uninterrupted run's parameters,
-and the sampler reshuffles every epoch."""
+checkpoint in a new one-node torchrun job, it reaches the uninterrupted run's parameters, and the
+sampler reshuffles every epoch."""
 
 from __future__ import annotations
 
