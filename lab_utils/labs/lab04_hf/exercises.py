@@ -61,15 +61,24 @@ def exercise_args(output_dir: str) -> TrainingArguments:
     )
 
 
-@contextlib.contextmanager
-def clip_norms() -> Iterator[list[float]]:
-    """The total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in the
-    block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
-    original, norms = torch.nn.utils.clip_grad_norm_, []
+class Clips(list):
+    """The total norm (before clipping) of each clipping call; ``max_norms`` the ``max_norm`` each asked for."""
 
-    def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
-        norm = original(*args, **kwargs)
+    max_norms: list[float]
+
+
+@contextlib.contextmanager
+def clip_norms() -> Iterator[Clips]:
+    """The total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in the
+    block, and the ``max_norm`` of each: ``accelerator.clip_grad_norm_`` and the Trainer's clipping
+    both go through it."""
+    original, norms = torch.nn.utils.clip_grad_norm_, Clips()
+    norms.max_norms = []
+
+    def clip(parameters: Any, max_norm: float, *args: Any, **kwargs: Any) -> torch.Tensor:
+        norm = original(parameters, max_norm, *args, **kwargs)
         norms.append(float(norm))
+        norms.max_norms.append(float(max_norm))
         return norm
 
     torch.nn.utils.clip_grad_norm_ = clip
@@ -79,9 +88,12 @@ def clip_norms() -> Iterator[list[float]]:
         torch.nn.utils.clip_grad_norm_ = original
 
 
-def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
-    """What the Trainer does with ``args``: each micro-batch's loss, the order it read the data and
-    the gradient norm of each update (before clipping)."""
+def trainer_losses(
+    args: TrainingArguments, n_train: int = 32
+) -> tuple[list[float], list[int], list[float], torch.Tensor]:
+    """What section 1's corrected Trainer (``loss_is_scaled_for_ga = False``) does with ``args``: each
+    micro-batch's loss, the order it read the data, the gradient norm of each update (before
+    clipping) and the final weights (flat)."""
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
@@ -90,25 +102,29 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
         trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
         trainer.remove_callback(PrinterCallback)
         trainer.train()
-    return meter.micro_losses, list(train_ds.order), clips
+    return meter.micro_losses, list(train_ds.order), clips, flat(trainer.model)
 
 
 @grader(
     "hf-loop-from-args",
     "an Accelerate loop from TrainingArguments",
-    hint="reread sections 2 and 3: every Trainer default has a line in the loop",
+    hint="reread section 2: every Trainer default has a line in the loop",
 )
 def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     with tempfile.TemporaryDirectory() as d:
         args = exercise_args(d)
         train_ds, _ = make_splits(32, 4)
         # the student's loop first: a stub stops here, before the Trainer's run
+        model = build_model()
         with fresh_accelerate(), clip_norms() as clips:
-            got = loop_from_args(args, build_model(), train_ds)
-        want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
+            got = loop_from_args(args, model, train_ds)
+        want, want_order, want_norms, want_weights = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
+    assert all(m == args.max_grad_norm for m in clips.max_norms), (
+        f"your loop clipped at {sorted(set(clips.max_norms))}, the Trainer at args.max_grad_norm = {args.max_grad_norm}"
+    )
     gap = max(abs(a - b) for a, b in zip(got, want))
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
     assert first is None, f"the losses part at micro-batch {first} (largest gap {gap:.2g})"
@@ -123,6 +139,13 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
         f"same losses, but the gradient norm of your updates is {[round(r, 3) for r in ratios]} x the "
         f"Trainer's (is each micro-batch's loss divided by the {args.gradient_accumulation_steps} "
         f"accumulation steps exactly once?)"
+    )
+    # a few updates of a small weight decay move the losses by ~1e-5 but each weight it touches by ~lr * wd
+    weights = flat(model)
+    weight_gap = (weights - want_weights).abs().max().item()
+    assert weight_gap < 1e-5, (
+        f"same losses and norms, but your final weights differ from the Trainer's by up to {weight_gap:.2g} "
+        f"(the optimizer's settings: weight decay {args.weight_decay}, betas, eps?)"
     )
     return f"{len(got)} micro-batch losses and {len(ratios)} gradient norms equal to the Trainer's"
 
