@@ -128,6 +128,13 @@ def _clips_at_one(args, model, train_ds):
     return right_loop(args, model, train_ds)
 
 
+def _torch_weight_decay(args, model, train_ds):
+    """torch.optim.AdamW's default weight decay (0.01) instead of args.weight_decay (0.0)."""
+    args = copy.copy(args)
+    args.weight_decay = 0.01
+    return right_loop(args, model, train_ds)
+
+
 def test_clip_norms_records_each_norm_and_the_max_norm_asked_for():
     original = torch.nn.utils.clip_grad_norm_
     params = [torch.nn.Parameter(torch.ones(4))]
@@ -147,6 +154,7 @@ def test_loop_from_args_passes_the_right_loop_and_fails_the_scaling_and_accumula
     msg = _fails(exercises.check_loop_from_args, _forgets_the_division)
     assert "gradient norm of your updates is [2.0, 2.0" in msg
     assert "your loop clipped at [1.0]" in _fails(exercises.check_loop_from_args, _clips_at_one)
+    assert "weight decay is [0.01]" in _fails(exercises.check_loop_from_args, _torch_weight_decay)
 
 
 def _local_count(accelerator, token_loss_sum, window_tokens):
