@@ -5,8 +5,9 @@
 
 # %% exercise="hf-loop-from-args"
 def loop_from_args(args, model, train_ds):
-    """Train `model` on `train_ds` with an Accelerate loop, exactly as Trainer(model, args,
-    train_dataset=train_ds).train() would; return the loss of every micro-batch, in order."""
+    """Train `model` on `train_ds` with an Accelerate loop, exactly as section 1's corrected
+    Trainer (trainer.loss_is_scaled_for_ga = False) would; return the loss of every micro-batch,
+    in order."""
     ### BEGIN SOLUTION
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 from transformers import Trainer, TrainingArguments
 from transformers.trainer_callback import PrinterCallback
 
@@ -26,6 +27,7 @@ from lab_utils.labs.lab04_hf.trainer import TrainerMeter
 
 __all__ = [
     "clip_norms",
+    "weight_decays",
     "exercise_args",
     "trainer_losses",
     "check_loop_from_args",
@@ -61,15 +63,24 @@ def exercise_args(output_dir: str) -> TrainingArguments:
     )
 
 
-@contextlib.contextmanager
-def clip_norms() -> Iterator[list[float]]:
-    """The total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in the
-    block: ``accelerator.clip_grad_norm_`` and the Trainer's clipping both go through it."""
-    original, norms = torch.nn.utils.clip_grad_norm_, []
+class Clips(list):
+    """The total norm (before clipping) of each clipping call; ``max_norms`` the ``max_norm`` each asked for."""
 
-    def clip(*args: Any, **kwargs: Any) -> torch.Tensor:
-        norm = original(*args, **kwargs)
+    max_norms: list[float]
+
+
+@contextlib.contextmanager
+def clip_norms() -> Iterator[Clips]:
+    """The total norm (before clipping) of every ``torch.nn.utils.clip_grad_norm_`` call in the
+    block, and the ``max_norm`` of each: ``accelerator.clip_grad_norm_`` and the Trainer's clipping
+    both go through it."""
+    original, norms = torch.nn.utils.clip_grad_norm_, Clips()
+    norms.max_norms = []
+
+    def clip(parameters: Any, max_norm: float, *args: Any, **kwargs: Any) -> torch.Tensor:
+        norm = original(parameters, max_norm, *args, **kwargs)
         norms.append(float(norm))
+        norms.max_norms.append(float(max_norm))
         return norm
 
     torch.nn.utils.clip_grad_norm_ = clip
@@ -79,9 +90,26 @@ def clip_norms() -> Iterator[list[float]]:
         torch.nn.utils.clip_grad_norm_ = original
 
 
+@contextlib.contextmanager
+def weight_decays() -> Iterator[set[float]]:
+    """The ``weight_decay`` of every parameter group of every optimizer that steps in the block (a
+    global step pre-hook: a prepared optimizer's inner one is seen)."""
+    seen: set[float] = set()
+
+    def record(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        seen.update(float(g.get("weight_decay", 0.0)) for g in optimizer.param_groups)
+
+    handle = register_optimizer_step_pre_hook(record)
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
 def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
-    """What the Trainer does with ``args``: each micro-batch's loss, the order it read the data and
-    the gradient norm of each update (before clipping)."""
+    """What section 1's corrected Trainer (``loss_is_scaled_for_ga = False``) does with ``args``: each
+    micro-batch's loss, the order it read the data and the gradient norm of each update (before
+    clipping)."""
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
@@ -96,19 +124,27 @@ def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[flo
 @grader(
     "hf-loop-from-args",
     "an Accelerate loop from TrainingArguments",
-    hint="reread sections 2 and 3: every Trainer default has a line in the loop",
+    hint="reread section 2: every Trainer default has a line in the loop",
 )
 def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     with tempfile.TemporaryDirectory() as d:
         args = exercise_args(d)
         train_ds, _ = make_splits(32, 4)
         # the student's loop first: a stub stops here, before the Trainer's run
-        with fresh_accelerate(), clip_norms() as clips:
+        with fresh_accelerate(), clip_norms() as clips, weight_decays() as decays:
             got = loop_from_args(args, build_model(), train_ds)
         want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
+    # a few updates of a small weight decay move the losses by ~3e-5 only: read the optimizer's setting
+    assert decays <= {args.weight_decay, 0.0}, (
+        f"your optimizer's weight decay is {sorted(decays)}, the Trainer's args.weight_decay = {args.weight_decay} "
+        f"(torch's AdamW defaults to 0.01)"
+    )
+    assert all(m == args.max_grad_norm for m in clips.max_norms), (
+        f"your loop clipped at {sorted(set(clips.max_norms))}, the Trainer at args.max_grad_norm = {args.max_grad_norm}"
+    )
     gap = max(abs(a - b) for a, b in zip(got, want))
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
     assert first is None, f"the losses part at micro-batch {first} (largest gap {gap:.2g})"

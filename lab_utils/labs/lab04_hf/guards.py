@@ -28,7 +28,7 @@ __all__ = [
 
 # Names in the talk -> names transformers 5.24 expects.
 TALK_TO_CURRENT: dict[str, str] = {
-    "evaluation_strategy": "eval_strategy",  # TrainingArguments: removed in 5.x (TypeError)
+    "evaluation_strategy": "eval_strategy",  # TrainingArguments: renamed in 4.x, since removed (TypeError)
     "no_cuda": "use_cpu",  # TrainingArguments: removed in 5.x (TypeError)
     "gradient_checkpointing": "activation_checkpointing",  # TrainingArguments: works, FutureWarning
     "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",  # works in 5.x, FutureWarning

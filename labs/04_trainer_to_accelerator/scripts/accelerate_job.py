@@ -22,8 +22,11 @@ training alone. ``--processes N`` (optional) makes the script stop with an expla
 of training quietly on the wrong number of processes; ``--no-cpu`` reproduces the second trap.
 
 ``accelerator.save_state`` writes the model, optimizer, scheduler, RNG states and the data
-sampler's state to ``<output_dir>/step_<updates>``; ``--resume_from`` loads them and skips the
-micro-batches that were already trained on, so a resumed run ends where an uninterrupted one does.
+sampler's state to ``<output_dir>/step_<updates>``; ``--resume_from`` loads them, starts in the epoch
+where those updates end (the sampler set to that epoch's order) and skips the micro-batches of that
+epoch already trained on, so a resumed run ends where an uninterrupted one does, in any epoch. An
+epoch ends its last window early when its micro-batches are not a multiple of ``--grad-accum``
+(Accelerate syncs at the end of the loader).
 The main process prints one JSON line (processes, losses, a checksum of the final weights) and
 writes it to ``--out`` when given.
 """
@@ -53,7 +56,7 @@ class HighLowTokens(Dataset):
 
     def __init__(self, n: int, seed: int):
         g = torch.Generator().manual_seed(seed)
-        self.ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+        self.ids = torch.randint(1, VOCAB, (n, SEQ), generator=g)  # 0 is the pad token: padding only
         lengths = torch.randint(SEQ // 4, SEQ + 1, (n,), generator=g)
         self.mask = (torch.arange(SEQ)[None, :] < lengths[:, None]).long()
         self.ids = self.ids * self.mask  # pad with token 0
@@ -138,12 +141,13 @@ def main(argv: list[str] | None = None) -> dict:
             raise ValueError(f"--resume_from {a.resume_from!r}: expected a step_<updates> folder from save_state")
         done = int(found.group(1))
         accelerator.print(f"resumed from {a.resume_from}: {done} updates done")
-    per_epoch = len(train_dl)  # this process's micro-batches per epoch
+    # this process's updates per epoch: the last window of an epoch may be short (a sync at the loader's end)
+    per_epoch = math.ceil(len(train_dl) / a.grad_accum)
+    start, done_in_epoch = divmod(done, per_epoch)
     losses = []
-    for epoch in range(a.epochs):
-        skip = max(0, done * a.grad_accum - epoch * per_epoch)  # micro-batches of this epoch already trained
-        if skip >= per_epoch:
-            continue
+    for epoch in range(start, a.epochs):
+        train_dl.set_epoch(epoch)  # the seedable sampler's order for this epoch, resumed or not
+        skip = done_in_epoch * a.grad_accum if epoch == start else 0  # micro-batches already trained
         model.train()
         for batch in accelerator.skip_first_batches(train_dl, skip) if skip else train_dl:
             with accelerator.accumulate(model):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -120,6 +121,30 @@ def _forgets_the_division(args, model, train_ds):
     return losses
 
 
+def _clips_at_one(args, model, train_ds):
+    """Section 2's clipping at 1.0 copied instead of args.max_grad_norm (0.5 here)."""
+    args = copy.copy(args)
+    args.max_grad_norm = 1.0
+    return right_loop(args, model, train_ds)
+
+
+def _torch_weight_decay(args, model, train_ds):
+    """torch.optim.AdamW's default weight decay (0.01) instead of args.weight_decay (0.0)."""
+    args = copy.copy(args)
+    args.weight_decay = 0.01
+    return right_loop(args, model, train_ds)
+
+
+def test_clip_norms_records_each_norm_and_the_max_norm_asked_for():
+    original = torch.nn.utils.clip_grad_norm_
+    params = [torch.nn.Parameter(torch.ones(4))]
+    params[0].grad = torch.full((4,), 3.0)  # norm 6
+    with exercises.clip_norms() as clips:
+        torch.nn.utils.clip_grad_norm_(params, max_norm=0.5)
+    assert clips == [pytest.approx(6.0)] and clips.max_norms == [0.5]
+    assert torch.nn.utils.clip_grad_norm_ is original
+
+
 @pytest.mark.slow
 def test_loop_from_args_passes_the_right_loop_and_fails_the_scaling_and_accumulation_bugs():
     exercises.check_loop_from_args(right_loop)
@@ -128,6 +153,8 @@ def test_loop_from_args_passes_the_right_loop_and_fails_the_scaling_and_accumula
     # the bug section 3 is about: the losses agree, only the gradient norm shows it
     msg = _fails(exercises.check_loop_from_args, _forgets_the_division)
     assert "gradient norm of your updates is [2.0, 2.0" in msg
+    assert "your loop clipped at [1.0]" in _fails(exercises.check_loop_from_args, _clips_at_one)
+    assert "weight decay is [0.01]" in _fails(exercises.check_loop_from_args, _torch_weight_decay)
 
 
 def _local_count(accelerator, token_loss_sum, window_tokens):

@@ -76,6 +76,23 @@ def test_the_script_runs_on_two_processes_and_resumes_where_it_stopped(tmp_path)
 
 
 @pytest.mark.slow
+def test_a_resume_in_the_second_epoch_of_uneven_epochs_ends_where_the_full_run_does(tmp_path):
+    """One process, 2 epochs of 15 micro-batches with windows of 2 (each epoch's last window holds
+    one): resumed after 9 updates (1 into the second epoch), the run must read the second epoch's
+    order from its third micro-batch on and end with the same weights."""
+    ckpt, job = tmp_path / "ckpt", (sys.executable, SCRIPT, "--n-train", "120", "--epochs", "2")
+    full = scripts.run([*job, "--output_dir", str(ckpt), "--checkpoint_every", "3"], timeout=300)
+    assert full["returncode"] == 0, full["log_tail"]
+    r = full["result"]
+    assert r["updates"] == 16 and len(r["losses"]) == 30  # 8 updates an epoch: 7 windows of 2, one of 1
+    resumed = scripts.run([*job, "--resume_from", str(ckpt / "step_9")], timeout=300)
+    assert resumed["returncode"] == 0, resumed["log_tail"]
+    s = resumed["result"]
+    assert s["updates"] == 16 and s["losses"] == pytest.approx(r["losses"][17:], abs=1e-6)
+    assert s["checksum"] == pytest.approx(r["checksum"], abs=1e-6)
+
+
+@pytest.mark.slow
 def test_a_timeout_kills_the_ranks_a_launcher_started_in_their_own_sessions(tmp_path):
     """torchrun and accelerate launch start each rank with a session of its own: on a timeout the
     ranks (here one grandchild in a new session, as a hung rank) must go with the launcher."""
