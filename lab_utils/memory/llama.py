@@ -7,7 +7,9 @@ hidden, e = the master dtype's bytes, c = the matmuls' (2 under bf16 autocast, e
 - two RMSNorms in fp32 on the residual stream: input and normalised tensor (2u at e), 1/rms;
 - projection inputs: 2u at e without autocast; under autocast each of q, k, v, gate, up casts its
   own bf16 copy (5u at c), and every projection weight's bf16 copy is kept (c per parameter);
-- sdpa: q, k, v after rotary ((1 + 2r)u at c), its output (1u at c), a log-sum-exp per row/head;
+- sdpa: q, k, v after rotary ((1 + 2r)u at c), its output (1u at c), a log-sum-exp per row/head
+  (a fused kernel's; on CUDA in fp32 with r < 1 and no mask, sdpa runs the math kernel, which also
+  keeps the heads x seq^2 probabilities: not counted, ``plan.report.left_out`` sizes it);
 - SwiGLU: silu's input and output, up's output, down's input (4F u at c).
 
 Outside the layers: rotary cos/sin (not with checkpointing), the final RMSNorm, the head's input,

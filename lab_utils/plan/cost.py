@@ -214,11 +214,14 @@ def memory(s: stepmem.Shape, hw: Hardware, st: Strategy) -> Memory:
 def fsdp_gathered(s: stepmem.Shape) -> int:
     """Unsharded bytes an FSDP2 rank holds during the layers' backward, with one unit per decoder
     layer and the root holding the rest (embedding, final norm, head): the root's parameters,
-    which FSDP2 does not reshard after forward; the head's gradient, which the root reduce-scatters
-    only once backward ends (its inputs need no gradient, so its post-backward runs in the final
-    callback); this layer's and the prefetched next layer's parameters and this layer's gradient
-    before its reduce-scatter. In the master dtype: this FSDP shards the autocast layout, no
-    ``MixedPrecisionPolicy``. Read from torch's ``_fully_shard`` source, not measured here."""
+    which FSDP2 does not reshard after forward when ``reshard_after_forward`` is None (its default;
+    torchtitan passes True, and then the root's backward gathers them again before the layers'
+    and frees them in its post-backward, in the final callback); the head's gradient, which the
+    root reduce-scatters only once backward ends (its inputs need no gradient, so its
+    post-backward runs in the final callback); this layer's and the prefetched next layer's
+    parameters and this layer's gradient before its reduce-scatter. In the master dtype: this
+    FSDP shards the autocast layout, no ``MixedPrecisionPolicy``. Read from torch's
+    ``_fully_shard`` source, not measured here."""
     layer = stepmem.layer_parameters(s)
     root = stepmem.parameters(s) - s.layers * layer
     head_grad = s.vocab * s.hidden if s.arch != "bert" else 0

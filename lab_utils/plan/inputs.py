@@ -34,9 +34,13 @@ BUILTIN: dict[str, dict] = {
 }
 
 # Sustained (not peak) dense FLOP/s per device assumed when --tflops is not given: about 40 % of
-# an H100's dense peak in bf16 (989 TFLOP/s) and of its fp32-via-TF32 rate. An assumption, stated
-# beside every time the planner prints: measure yours and pass --tflops.
-DEFAULT_TFLOPS = {"bf16": 400.0, "fp32": 200.0}
+# an H100 SXM's dense peak, 989 TFLOP/s in bf16 and 67 in fp32 (torch's default
+# float32_matmul_precision "highest" uses no TF32; with allow_tf32=True pass --tflops). torchtitan's
+# published Llama 3.1 8B FSDP runs (H100 at 500 W) imply, at the planner's 60.2 GFLOP per token,
+# 347 and 338 TFLOP/s eager (lab 8, Going further) and 401 and 392 with torch.compile (Tables 1
+# and 3: 6,667 and 6,514 tokens/s). An assumption, stated beside every time the planner prints:
+# measure yours and pass --tflops.
+DEFAULT_TFLOPS = {"bf16": 400.0, "fp32": 27.0}
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,26 @@
     print(published.table(rows))
 
 The runs (torchtitan team, *Llama 3.1 performance benchmarks*, `benchmarks/llama3_h100_202412_torchtitan.md`,
-torchtitan commit 9dec370, December 2024, Tables 1 and 3, row "FSDP"): Llama 3.1 8B, FSDP2 over 8
-and over 128 H100 (96 GB), 2 sequences of 8,192 tokens per GPU, selective activation checkpointing
-(`selective_ac_option = 'op'` in `llama3_8b.toml`), bf16 mixed precision. Their "Memory (GiB)" is
-the peak torchtitan logs as `memory:`, `torch.cuda.max_memory_reserved` (the caching allocator's
-reserve, `torchtitan/components/metrics.py`), not the allocated peak the planner predicts.
+torchtitan commit 9dec370, December 2024, Tables 1 and 3, row "FSDP": Llama 3.1 8B, FSDP over 8 and
+over 128 H100 of 96 GB, local batch size 2, selective activation checkpointing, 5,762 and 5,605
+tokens/s per GPU). The rest is read from torchtitan at 9dec370, not from the tables: 8,192 tokens
+per sequence and ``selective_ac_option = 'op'`` from ``train_configs/llama3_8b.toml`` (whose
+``batch_size = 1`` the runs overrode with 2: we assume they kept the rest), FSDP2 with
+``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)`` (the defaults of
+``torchtitan/config_manager.py``). Their "Memory (GiB)" we take to be the ``memory:`` that
+``train.py`` logs (line 393), ``reserved_bytes.all.peak`` (``torchtitan/metrics.py``, lines
+55-64), i.e. ``torch.cuda.max_memory_reserved``: the caching allocator's reserve, not the allocated
+peak the planner predicts (an inference: the tables do not name their meter).
 
-Three differences of layout are computed from the two codes, not measured (a *model*):
-torchtitan's op policy saves the outputs of every other matmul and of attention, in bf16, where the
-planner's selective policy saves six of the seven matmuls' (all but ``down_proj``'s) and the
-layer's fp32 input; FSDP2's ``MixedPrecisionPolicy(param_dtype=bf16)`` gathers bf16 weights (and
-computes the unsharded gradients in bf16) where the planner holds both in fp32, so about half; and
-no autocast keeps a bf16 copy of the head. What remains is the allocator's reserve above
-the allocated peak, and what the model leaves out.
+Three differences of layout are computed from the two codes, not measured (a *model*). Two replace
+the planner's own terms by a count of torchtitan's, so the comparison does NOT test them: the
+layers' activations (``torchtitan_layer_bytes``: its op policy saves the outputs of every other
+matmul and of attention, in bf16, where the planner's selective policy saves six of the seven
+matmuls' and the layer's fp32 input) and the head's autocast copy (no autocast in torchtitan).
+The third scales the planner's FSDP term: FSDP2 gathers bf16 parameters (half the planner's fp32)
+and holds the current layer's gradient in bf16 plus its fp32 reduce-scatter input (6 bytes per
+parameter, not 4). What the comparison tests is the rest of the planner: the sharded state, the
+activations outside the layers (the fp32 logits), the loss's temporaries and FSDP's gathers.
 """
 
 from __future__ import annotations
@@ -27,7 +34,17 @@ from dataclasses import dataclass
 from lab_utils import plan
 from lab_utils.memory import stepmem
 
-__all__ = ["Published", "PUBLISHED", "Row", "torchtitan_layer_bytes", "layout_gaps", "compare", "table", "drop"]
+__all__ = [
+    "Published",
+    "PUBLISHED",
+    "Row",
+    "torchtitan_layer_bytes",
+    "layout_gaps",
+    "compare",
+    "table",
+    "throughput",
+    "drop",
+]
 
 GiB = 2**30
 SOURCE = (
@@ -45,12 +62,13 @@ class Published:
     local_batch: int
     seq: int
     gib: float
+    tokens_per_s: int  # TPS/GPU, as published
     figure: str = "max_memory_reserved"
 
 
 PUBLISHED = (
-    Published("torchtitan Table 1", gpus=8, local_batch=2, seq=8192, gib=82.4),
-    Published("torchtitan Table 3", gpus=128, local_batch=2, seq=8192, gib=67.0),
+    Published("torchtitan Table 1", gpus=8, local_batch=2, seq=8192, gib=82.4, tokens_per_s=5762),
+    Published("torchtitan Table 3", gpus=128, local_batch=2, seq=8192, gib=67.0, tokens_per_s=5605),
 )
 
 
@@ -59,6 +77,18 @@ class Row:
     run: Published
     planner: plan.Memory  # the planner's FSDP + selective plan, per device
     gaps: dict[str, int]  # the layout differences (bytes, negative: torchtitan keeps less)
+    seconds: float = 0.0  # the planner's seconds per update
+    flops_per_token: float = 0.0  # the planner's FLOPs per token, recompute included
+
+    @property
+    def tokens_per_s(self) -> float:
+        """The planner's tokens per second per GPU."""
+        return self.run.local_batch * self.run.seq / self.seconds
+
+    @property
+    def published_tflops(self) -> float:
+        """The TFLOP/s per GPU the published throughput implies, at the planner's FLOPs per token."""
+        return self.run.tokens_per_s * self.flops_per_token / 1e12
 
     @property
     def adjusted(self) -> int:
@@ -86,11 +116,15 @@ def torchtitan_layer_bytes(s: stepmem.Shape, b: int) -> int:
 
 
 def layout_gaps(s: stepmem.Shape, b: int, planner: plan.Memory) -> dict[str, int]:
-    """Bytes by which torchtitan's layout keeps less than the planner's FSDP + selective plan, by part."""
+    """Bytes by which torchtitan's layout keeps less than the planner's FSDP + selective plan, by
+    part. The first and last replace the planner's terms by torchtitan's (the planner's cancel);
+    the second halves the planner's gathered parameters and counts the current layer's gradient
+    at 2 + 4 bytes per parameter (bf16, then FSDP2's fp32 reduce-scatter input)."""
     selective = plan.cost._selective_layer_bytes(s, b)
+    grad = stepmem.layer_parameters(s) * s.dtype_bytes  # the planner's current layer's gradient
     return {
-        "op policy (bf16, every other mm)": -s.layers * (selective - torchtitan_layer_bytes(s, b)),
-        "FSDP2 gathers bf16": -planner.gathered // 2,
+        "layers: torchtitan's op policy": -s.layers * (selective - torchtitan_layer_bytes(s, b)),
+        "FSDP2 bf16 gathers, fp32 reduce": -(planner.gathered - grad) // 2 + (2 + 4) * grad // 4 - grad,
         "no autocast head copy": -s.compute_bytes * s.vocab * s.hidden,
     }
 
@@ -100,8 +134,10 @@ def compare(runs: tuple[Published, ...] = PUBLISHED) -> list[Row]:
     rows = []
     for run in runs:
         s, hw = _request(run)
-        mem = plan.evaluate(s, hw, plan.Strategy("fsdp", "selective")).memory
-        rows.append(Row(run, mem, layout_gaps(dataclasses.replace(s, batch=run.local_batch), run.local_batch, mem)))
+        p = plan.evaluate(s, hw, plan.Strategy("fsdp", "selective"))
+        flops = plan.cost.update_flops(s, False) * (1 + plan.cost.SELECTIVE_OVERHEAD) / (s.batch * s.seq)
+        gaps = layout_gaps(dataclasses.replace(s, batch=run.local_batch), run.local_batch, p.memory)
+        rows.append(Row(run, p.memory, gaps, p.seconds, flops))
     return rows
 
 
@@ -131,4 +167,13 @@ def table(rows: list[Row]) -> str:
     line("model: in torchtitan's layout", [r.adjusted for r in rows])
     line("published: max_memory_reserved", [r.published for r in rows])
     line("left: allocator reserve, other", [r.published - r.adjusted for r in rows])
+    return "\n".join(lines)
+
+
+def throughput(rows: list[Row]) -> str:
+    """The planner's tokens/s per GPU beside the published, and the TFLOP/s the published imply."""
+    lines = [f"{'tokens/s per GPU':<40}" + "".join(f"{r.run.gpus:>9} GPUs" for r in rows)]
+    lines.append(f"{'planner, at its assumed TFLOP/s':<40}" + "".join(f"{r.tokens_per_s:>14,.0f}" for r in rows))
+    lines.append(f"{'published':<40}" + "".join(f"{r.run.tokens_per_s:>14,}" for r in rows))
+    lines.append(f"{'published x planner FLOPs: TFLOP/s':<40}" + "".join(f"{r.published_tflops:>14.0f}" for r in rows))
     return "\n".join(lines)

@@ -44,3 +44,11 @@ def test_one_run_reports_both_peaks_beside_the_prediction(monkeypatch):
     assert row["snapshot_peak"] == sum(row["measured"][k] for k in ("weights", "gradients", "optimizer")) + 1
     assert abs(row["error_vs_allocated"]) < 0.10
     assert set(row["predicted"]) == set(row["measured"])
+
+
+def test_fp32_grouped_query_rows_expect_the_math_kernels_probabilities():
+    by_label = dict(gpu_check.setups())
+    # 16 layers x 4 sequences x 32 heads x 2048^2 fp32 probabilities: 32 GiB; one layer's with checkpointing
+    assert gpu_check.math_attention_bytes(by_label["llama-3.2-1b fp32 K=1"]) == 32 * 2**30
+    assert gpu_check.math_attention_bytes(by_label["llama-3.2-1b fp32 K=1 ckpt"]) == 2 * 2**30
+    assert gpu_check.math_attention_bytes(by_label["llama-3.2-1b bf16 K=1"]) == 0
