@@ -1,7 +1,7 @@
 """Graders of lab 6's exercises: each measures the student's code against its own reference.
 
 from lab_utils.labs.lab06_pipeline import exercises
-exercises.check_fill_drain(gpipe_step)   # on 3 real ranks: gradients, order, its own sends/recvs
+exercises.check_fill_drain(gpipe_step)   # on 3, then 4 real ranks: gradients, order, its own sends/recvs
 exercises.check_choose_m(choose_m)       # the chosen m's measured memory and order under 1F1B, 2 ranks
 exercises.check_balance(balance)         # the chosen boundaries run on 2 ranks, FLOPs per stage counted
 """
@@ -27,7 +27,7 @@ from lab_utils.memory.recompute import count_flops
 __all__ = ["check_fill_drain", "check_choose_m", "check_balance", "best_split", "block_flops", "schedule_step"]
 
 FILL_DRAIN_SPEC = stages.Spec(depth=6, width=32, batch=16, dtype=torch.float64)
-FILL_DRAIN_P, FILL_DRAIN_M = 3, 4
+FILL_DRAIN_PS, FILL_DRAIN_M = (3, 4), 4  # 4 ranks: a loop hard-coding one middle stage fails
 HANG_TIMEOUT = 45.0  # launch's own limit, start-up included: a safety net
 STALL_S = 10.0  # a send or receive waiting this long names the hang (watch.naming_stages)
 UNEVEN = stages.Spec(width=64, batch=32, hidden=(256, 256, 128, 64, 64, 64, 64, 64))
@@ -49,7 +49,25 @@ def _fill_drain_run(step: runs.StepFn) -> StageRuns:
     "only the last stage computes the loss, divided by m",
 )
 def check_fill_drain(gpipe_step: runs.StepFn) -> str:
-    p, m = FILL_DRAIN_P, FILL_DRAIN_M
+    done = []
+    for p in FILL_DRAIN_PS:
+        try:
+            done.append(_grade_fill_drain(gpipe_step, p))
+        except AssertionError as err:
+            raise AssertionError(f"on {p} ranks: {err}") from None
+    gaps, live = zip(*done)
+    return (
+        f"{' and '.join(map(str, FILL_DRAIN_PS))} ranks: large-batch gradients (max diff {max(gaps):.0e}), "
+        f"F then B on every stage, {' and '.join(str(2 * (p - 1) * FILL_DRAIN_M) for p in FILL_DRAIN_PS)} "
+        f"messages; held for backward at the worst moment (measured live, "
+        f"{FILL_DRAIN_PS[-1]} ranks): {live[-1]}"
+    )
+
+
+def _grade_fill_drain(gpipe_step: runs.StepFn, p: int) -> tuple[float, str]:
+    """Run ``gpipe_step`` on ``p`` ranks and assert each part of the fill-drain; -> (the gradient's
+    max difference, each stage's bytes held for backward at the worst moment)."""
+    m = FILL_DRAIN_M
     try:
         with watch.naming_stages(stall_s=STALL_S):
             got = launch(_fill_drain_run, p, args=(gpipe_step,), timeout=HANG_TIMEOUT)
@@ -64,6 +82,11 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
     forwards = [f"F{i}" for i in range(m)]
     for s, r in enumerate(runs_):
         seen = timeline.order(r.events[0])
+        backwards = sum(piece.startswith("B") for piece in seen)
+        assert backwards == m, (
+            f"stage {s} ran {seen}: one backward() per micro-batch (the recorder times each): "
+            f"{backwards} seen, {m} expected"
+        )
         # any drain order is a fill-drain (same gradient, bubble and memory): only forwards-first matters
         assert seen[:m] == forwards and sorted(seen[m:]) == sorted(f"B{i}" for i in range(m)), (
             f"stage {s} ran {seen}; GPipe runs every forward ({' '.join(forwards)}), then every backward"
@@ -87,11 +110,7 @@ def check_fill_drain(gpipe_step: runs.StepFn) -> str:
         )
         wrong = [msg for msg in msgs if msg.nbytes != act]
         assert not wrong, f"stage {s} moved {wrong[0].nbytes} bytes at once; one micro-batch's activations are {act}"
-    live = ", ".join(fmt_bytes(r.live_peak[0]) for r in runs_)
-    return (
-        f"{p} ranks: large-batch gradients (max diff {gap:.0e}), F then B on every stage, "
-        f"{2 * (p - 1) * m} messages; held for backward at the worst moment (measured live): {live}"
-    )
+    return gap, ", ".join(fmt_bytes(r.live_peak[0]) for r in runs_)
 
 
 def schedule_step(kind: str, stage: torch.nn.Module, inputs: list, targets: list) -> None:
@@ -151,6 +170,7 @@ def check_choose_m(choose_m: Callable[..., int | None]) -> str:
     p, batch = CHOOSE_P, CHOOSE_SPEC.batch
     bps = _bytes_per_sample()  # what one sample's forward keeps on stage 0 (one process, metered)
     cases = [(0.5, batch), (0.34, batch), (0.25, batch / 4), (0.05, batch), (0.5, 1)]  # (max_bubble, samples)
+    cases.append((0.2, batch))  # m=4 idles exactly 1/5 at p=2: "at most", not "below" (8)
     # the student's answers first: a stub stops here, before any rank starts
     answers = [choose_m(p, batch, bps, samples * bps, max_bubble) for max_bubble, samples in cases]
     measured = _measured_1f1b()
@@ -218,12 +238,12 @@ def best_split(costs: Sequence[float], p: int) -> float:
     "pipe-balance",
     "move the stage boundaries to balance the pipeline",
     hint="reread section 3: a pipeline runs at the pace of its slowest stage; try every place for the "
-    "boundaries (or grow each stage until adding the next block would overshoot) and keep the split "
-    "whose most expensive stage is cheapest",
+    "boundaries and keep the split whose most expensive stage is cheapest",
 )
 def check_balance(balance: Callable[[list[float], int], Sequence[int]]) -> str:
     measured = block_flops(UNEVEN)
     cases = [(measured, 2), (measured, 3), ([1, 1, 1, 1, 10, 1], 2), ([5, 1, 1, 1, 1, 1, 1, 1], 3), ([2, 2, 2, 2], 4)]
+    cases.append(([1, 8, 5, 4, 10, 2], 4))  # busiest 10; the smallest max - min (or sum of squares) leaves 12
     for costs, p in cases:
         cuts = list(balance(list(costs), p))
         n = len(costs)

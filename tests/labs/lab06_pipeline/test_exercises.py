@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 
 import pytest
 import torch
@@ -111,6 +112,46 @@ def reverse_drain(stage, inputs, targets):
         stage_backward(x, y)
 
 
+def summed_loss(stage, inputs, targets):
+    """Right gradients and messages, but the last stage runs ONE backward, of the summed losses."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    done = [stage_forward(stage, x, t, divide_by=len(inputs)) for x, t in zip(inputs, targets)]
+    if rank < p - 1:
+        for x, y in done:
+            stage_backward(x, y)
+        return
+    sum(y for _, y in done).backward()
+    for x, _ in done:
+        dist.send(x.grad, dst=rank - 1)
+
+
+def three_stages_only(stage, inputs, targets):
+    """Right on 3 ranks only: rank 1 is THE middle stage and rank 2 computes the loss, whatever p is."""
+    rank, m = dist.get_rank(), len(inputs)
+    ins, outs = [], []
+    for x, t in zip(inputs, targets):
+        if rank > 0:
+            x = torch.empty_like(x)
+            dist.recv(x, src=rank - 1)
+            x.requires_grad_()
+        y = stage(x)
+        if rank == 2:
+            y = F.mse_loss(y, t) / m
+        else:
+            dist.send(y.detach(), dst=rank + 1)
+        ins.append(x)
+        outs.append(y)
+    for x, y in zip(ins, outs):
+        if rank == 2:
+            y.backward()
+        else:
+            g = torch.empty_like(y)
+            dist.recv(g, src=rank + 1)
+            y.backward(g)
+        if rank > 0:
+            dist.send(x.grad, dst=rank - 1)
+
+
 def stub_step(stage, inputs, targets):
     raise NotImplementedError()
 
@@ -144,6 +185,18 @@ def strict_budget(p, batch, bytes_per_sample, budget, max_bubble):
     return None
 
 
+def strict_bubble(p, batch, bytes_per_sample, budget, max_bubble):
+    """Reads "at most max_bubble" as "below": refuses an m whose bubble equals the limit."""
+    for m in range(p, batch + 1):
+        if (
+            batch % m == 0
+            and (p - 1) / (m + p - 1) < max_bubble
+            and min(m, p) * batch // m * bytes_per_sample <= budget
+        ):
+            return m
+    return None
+
+
 def gpipe_memory(p, batch, bytes_per_sample, budget, max_bubble):
     """Counts GPipe's activations (all m micro-batches = the whole batch) instead of 1F1B's."""
     for m in range(p, batch + 1):
@@ -156,6 +209,34 @@ def even_split(costs, p):
     """Equal numbers of blocks per stage, whatever they cost."""
     sizes = stages.stage_sizes(len(costs), p)
     return [sum(sizes[:i]) for i in range(1, p)]
+
+
+def _by_stage_sums(score):
+    """A splitter trying every place for the boundaries and keeping the one whose stage sums score lowest."""
+
+    def split(costs, p):
+        def sums(cuts):
+            edges = [0, *cuts, len(costs)]
+            return [sum(costs[a:b]) for a, b in itertools.pairwise(edges)]
+
+        return list(min(itertools.combinations(range(1, len(costs)), p - 1), key=lambda c: score(sums(c))))
+
+    return split
+
+
+smallest_spread = _by_stage_sums(lambda s: max(s) - min(s))  # the stages as alike as possible
+smallest_squares = _by_stage_sums(lambda s: sum(x * x for x in s))
+
+
+def grow_until_overshoot(costs, p):
+    """The greedy the old hint named: grow each stage until the next block would overshoot total / p."""
+    target, cuts, acc = sum(costs) / p, [], 0
+    for i, c in enumerate(costs):
+        if acc > 0 and acc + c > target and len(cuts) < p - 1:
+            cuts.append(i)
+            acc = 0
+        acc += c
+    return cuts
 
 
 def stub(*args):
@@ -193,7 +274,8 @@ def test_fill_drain_rejects_1f1b_order():
 @pytest.mark.usefixtures("no_orphans")
 def test_fill_drain_accepts_a_reverse_order_drain(capsys):
     assert exercises.check_fill_drain(reverse_drain) == PASSED
-    assert "held for backward at the worst moment (measured live)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 and 4 ranks" in out and "held for backward at the worst moment (measured live, 4 ranks)" in out
 
 
 @pytest.mark.slow
@@ -204,6 +286,27 @@ def test_fill_drain_rejects_a_middle_stage_that_does_not_send(monkeypatch):
     # the hang is named: the last stage waits for activations the middle stage never sends
     assert "stage 2 is blocked in a receive from stage 1 (the activations of micro-batch 0)" in err
     assert "a middle stage must receive AND send" in err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_says_why_one_summed_backward_fails():
+    graded_fail(
+        exercises.check_fill_drain,
+        summed_loss,
+        match=f"{FAILED} .*on 3 ranks: stage 2 ran .*one backward\\(\\) per micro-batch .*1 seen, 4 expected",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_orphans")
+def test_fill_drain_catches_a_loop_written_for_3_stages(monkeypatch):
+    monkeypatch.setattr(exercises, "STALL_S", 6.0)
+    graded_fail(
+        exercises.check_fill_drain,
+        three_stages_only,
+        match=f"{FAILED} .*on 4 ranks: .*still waiting .*stage 3 is blocked in a receive from stage 2",
+    )
 
 
 @pytest.mark.slow
@@ -221,15 +324,33 @@ def test_fill_drain_stub_on_ranks_is_not_attempted():
         (gpipe_memory, "m=8 meets both \\(measured under 1F1B"),  # a larger m than needed, or None
         (from_one, "m=1, which torch's Schedule1F1B cannot run"),
         (strict_budget, "you chose m=4; m=2 meets both"),  # m = p fills the budget exactly
+        (strict_bubble, "max_bubble=0.2: you chose m=8; m=4 meets both"),  # m=4 idles exactly 1/5
     ],
-    ids=["bubble-only", "gpipe-memory", "m-from-1", "strict-budget"],
+    ids=["bubble-only", "gpipe-memory", "m-from-1", "strict-budget", "strict-bubble"],
 )
 def test_choose_m_grades_the_measured_run(wrong, match):
     graded_fail(exercises.check_choose_m, wrong, match=f"{FAILED} .*{match}")
 
 
-def test_balance_catches_the_even_split():
-    graded_fail(exercises.check_balance, even_split, match=f"{FAILED} .*the best split leaves")
+@pytest.mark.parametrize(
+    "wrong, match",
+    [
+        (even_split, "the best split leaves"),
+        (grow_until_overshoot, "p=2: your boundaries \\[1\\] leave"),  # fails the lab's own blocks
+        (smallest_spread, "costs \\[1, 8, 5, 4, 10, 2\\], p=4: .* leave 12 .* the best split leaves 10"),
+        (smallest_squares, "costs \\[1, 8, 5, 4, 10, 2\\], p=4: .* leave 12 .* the best split leaves 10"),
+    ],
+    ids=["even-split", "greedy-overshoot", "smallest-spread", "smallest-squares"],
+)
+def test_balance_catches_splits_that_are_not_the_cheapest_busiest(wrong, match):
+    graded_fail(exercises.check_balance, wrong, match=f"{FAILED} .*{match}")
+
+
+def test_balance_hint_names_no_greedy(capsys):
+    """Growing each stage up to total / p is not optimal (greedy-overshoot above): the hint must not suggest it."""
+    exercises.check_balance(stub)
+    out = capsys.readouterr().out
+    assert "hint:" in out and "overshoot" not in out
 
 
 @pytest.mark.parametrize(
@@ -248,6 +369,8 @@ def test_raising_stubs_are_not_attempted(grader):
 def test_references_agree_with_brute_force():
     assert exercises.best_split([1, 1, 1, 1, 10, 1], 2) == 11
     assert exercises.best_split([2, 2, 2, 2], 4) == 2
+    assert exercises.best_split([1, 8, 5, 4, 10, 2], 4) == 10
+    assert exercises._reference_m(2, 64, 1.0, 64.0, 0.2) == 4  # the bubble 1/5 is at most 0.2
     assert exercises._reference_m(2, 64, 1.0, 64.0, 0.25) == 4
     assert exercises._reference_m(2, 64, 1.0, 64.0, 0.5) == 2  # m >= p, though m = 1 meets the bubble
     assert exercises._reference_m(2, 64, 1.0, 0.5, 0.5) is None
