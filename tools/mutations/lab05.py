@@ -40,7 +40,8 @@ MUTATIONS: tuple[Mutation, ...] = (
              claims=("05/rarer-costs", "05/diloco-outer")),
     Mutation("lab 5 post-local first averaging", NB, "warmup_steps=warmup + H - 1))",
              "warmup_steps=warmup))",
-             "PyTorch's averager starts H - 1 steps before the hand-written post-local SGD", (NB,),
+             "the documented warmup_steps=start_localSGD_iter, unshifted: PyTorch averages after one local step,"
+             " the hand loop after H", (NB,),
              claims=("05/post-local-torch",)),
     Mutation("lab 5 two-level no warm-up", NB, "subgroup=node, start_localSGD_iter=warmup)",
              "subgroup=node, start_localSGD_iter=0)",

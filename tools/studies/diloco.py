@@ -24,7 +24,19 @@ import torch
 import torch.nn.functional as F
 
 from lab_utils.flat import mean_over_ranks
-from lab_utils.labs.lab05_local_sgd.diloco import RUNS, SEEDS, STORED, STORED_FILE, Config, Point, Stored, run_settings
+from lab_utils.labs.lab05_local_sgd.diloco import (
+    ALPHA,
+    COMPARISONS,
+    RUNS,
+    SEEDS,
+    STORED,
+    STORED_FILE,
+    TEST,
+    Config,
+    Point,
+    Stored,
+    run_settings,
+)
 from lab_utils.labs.lab05_local_sgd.study import run_seeds
 
 __all__ = ["train_diloco", "grid", "dumps", "main"]
@@ -109,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     ranks = launch(grid, 2, kwargs=dict(**STORED, evals=a.evals), timeout=3600)
     machine = f"{os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), gloo, 2 ranks"
     config = Config(**STORED, seeds=list(SEEDS), skew=1.0, fresh=True, world=2, seconds=round(ranks.seconds, 1),
-                    when=when, machine=machine)  # fmt: skip
+                    when=when, machine=machine, comparisons=list(COMPARISONS), alpha=ALPHA, test=TEST)  # fmt: skip
     a.out.write_text(dumps(Stored(config, ranks[0])))
     print(f"wrote {a.out} ({ranks.seconds:.0f} s)")
 

@@ -1,14 +1,16 @@
 """Lab 5's stored study: how often must non-IID ranks average? Every run starts from the same
-synchronously trained model and reads **fresh samples** (no sample twice, so the held-out loss
-tracks the training loss); each rank sees only its own classes (``skew=1``); AdamW inside, over
-paired seeds. The runs (``RUNS``) differ only in how they communicate after the start:
+synchronously trained model and reads **fresh samples** (no sample twice, so nothing is memorised;
+the held-out loss is the averaged model's, on all classes); each rank sees only its own classes
+(``skew=1``); AdamW inside, over paired seeds. The runs (``RUNS``) differ only in how they
+communicate after the start:
 
     sync      gradients averaged every step (DDP): the control
     H=8 ...   parameters averaged every H steps (local SGD = DiLoCo with outer lr 1, no momentum)
     never     no averaging until the end: two ranks training alone, averaged once
     DiLoCo    the paper's outer step (lr 0.7, Nesterov 0.9) every H steps
 
-``COMPARISONS`` are declared before the run, and their sign tests are Holm-corrected together.
+``COMPARISONS`` are declared in the generator, which stores them with ``ALPHA`` and ``TEST`` in the
+file's config; their sign tests are Holm-corrected together.
 
     diloco.load_stored()                  # a Stored: .config, .results["H=32"] (a Point)
     python -m tools.studies.diloco        # instructors: run the study again (minutes), rewrite the file
@@ -27,6 +29,8 @@ __all__ = [
     "STORED_FILE",
     "RUNS",
     "COMPARISONS",
+    "ALPHA",
+    "TEST",
     "run_settings",
     "Point",
     "Config",
@@ -47,6 +51,8 @@ RUNS: dict[str, tuple[int | None, float, float]] = {
 }
 # (A, B): "does A end with a lower held-out loss than B?", each a two-sided sign test over the seeds
 COMPARISONS = (("H=32", "never"), ("sync", "H=32"), ("H=8", "H=32"), ("DiLoCo 0.7/0.9", "H=32"))
+ALPHA = 0.05  # family-wise, over COMPARISONS
+TEST = "two-sided sign test over paired seeds, Holm-corrected"
 STORED_FILE = Path(__file__).with_name("diloco_study.json")
 
 
@@ -79,8 +85,8 @@ class Point:
 @dataclass(frozen=True)
 class Config:
     """The stored study's settings: H (local steps per round of the H=32 and DiLoCo runs), rounds,
-    synchronous warm-up steps, seeds, shard skew, fresh samples, ranks, the seconds it took, and
-    when and where it ran."""
+    synchronous warm-up steps, seeds, shard skew, fresh samples, ranks, the seconds it took, when
+    and where it ran, and the comparisons, family-wise alpha and test the generator declared."""
 
     H: int
     rounds: int
@@ -92,6 +98,9 @@ class Config:
     seconds: float
     when: str
     machine: str
+    comparisons: list[tuple[str, str]]
+    alpha: float
+    test: str
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,8 @@ def load_stored(path: Path = STORED_FILE) -> Stored:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: run `python -m tools.studies.diloco` (repository root) to make it")
     stored = json.loads(path.read_text())
-    config = Config(**stored["config"])
+    raw = stored["config"]
+    config = Config(**{**raw, "comparisons": [tuple(c) for c in raw["comparisons"]]})
     results = {
         key: Point(
             seeds=r.get("seeds", config.seeds),

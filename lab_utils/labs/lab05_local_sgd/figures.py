@@ -153,7 +153,7 @@ def seeds_band(
 ) -> go.Figure:
     """Held-out loss against communication rounds (step / ``per_round``; ``per_round=1`` and an
     ``xaxis`` of steps for runs that communicate at different rates): the seeds' mean as a line,
-    their best and worst as a band. Where two bands overlap, these seeds cannot rank them."""
+    their best and worst as a band. Overlapping bands can still rank seed by seed (``study.sign_test``)."""
     fig = go.Figure()
     for i, name in enumerate(names):
         curve = study[name].curve

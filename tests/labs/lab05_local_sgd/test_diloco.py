@@ -11,6 +11,9 @@ def test_the_stored_study_matches_the_modules_settings():
     cfg = s.config
     assert {k: getattr(cfg, k) for k in diloco.STORED} == diloco.STORED and cfg.seeds == list(diloco.SEEDS)
     assert cfg.fresh and cfg.skew == 1.0 and len(cfg.seeds) >= 5
+    # the comparisons the notebook tests are the ones the generator stored with the run
+    assert cfg.comparisons == list(diloco.COMPARISONS) and cfg.alpha == diloco.ALPHA and cfg.test == diloco.TEST
+    assert all(a in s.results and b in s.results for a, b in cfg.comparisons)
     assert set(s.results) == set(diloco.RUNS)
     local = cfg.rounds * cfg.H
     rounds = {"sync": cfg.warmup + local, "never": cfg.warmup + 1}  # every synchronous step, then the rounds

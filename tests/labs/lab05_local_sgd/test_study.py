@@ -1,5 +1,5 @@
-"""study: seeds stacked into one model train exactly as they would alone; verdicts follow the
-spread (worst against best), never a lucky seed."""
+"""study: seeds stacked into one model train exactly as they would alone; comparisons pair the
+seeds (a sign test), so overlapping spreads can still rank."""
 
 from __future__ import annotations
 
@@ -44,13 +44,10 @@ def test_stack_is_the_lab_model():
         study.SeedStack([task.make_model(batchnorm=True)])
 
 
-def test_verdict_needs_the_whole_spread():
-    assert study.verdict([1.0, 1.2], [1.3, 1.5]) == "beats"
-    assert study.verdict([1.3, 1.5], [1.0, 1.2]) == "loses"
-    assert study.verdict([1.0, 1.4], [1.3, 1.5]) == "ties"  # A's mean is better, its worst seed is not
+def test_spread_and_pairing():
     assert study.spread([3.0, 1.0, 2.0]) == (3.0, 2.0, 1.0)
-    with pytest.raises(ValueError, match="one value"):
-        study.verdict([], [1.0])
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [1.1, 2.1, 3.1, 4.1, 5.1]  # spreads overlap; A wins every seed
+    assert study.sign_test(a, b).wins == 5
 
 
 def test_run_seeds_errors():
