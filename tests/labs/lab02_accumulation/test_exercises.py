@@ -228,11 +228,22 @@ def token_stream(
         (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
         (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
         (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
-        (token_stream(fp32=True), r"differs from the large batch[\s\S]*float32 and is rejected"),  # the hint says why
+        (
+            token_stream(fp32=True),
+            r"differs from the large batch's by [0-9.]+e-09: a gap this small looks like float32",
+        ),
     ],
 )
 def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):
     graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
+
+
+def test_token_stream_names_float32_only_for_a_float32_sized_gap_and_its_hint_keeps_the_idea(capsys):
+    out = graded_fail(exercises.check_token_stream, token_stream(per_micro_batch_mean=True), match="by 1.6e-02")
+    assert "float32" not in out and "num_items_in_batch" not in out  # the mean of means: not a rounding gap
+    assert exercises.check_token_stream(stub) == NOT_ATTEMPTED
+    printed = capsys.readouterr().out  # the ○ line prints the hint: it must not give the key idea away
+    assert "hint: reread section 2.3" in printed and "linear" not in printed and "when must" not in printed
 
 
 def test_token_stream_says_a_stream_has_no_len():
