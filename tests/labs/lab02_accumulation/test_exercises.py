@@ -71,12 +71,23 @@ def test_tf_port_fails_with_one_autograd_grad_on_the_concatenated_batch():
 
 
 # -- acc-clip --------------------------------------------------------------------------
-def clipping(*, per_micro_batch: bool = False, unscale: bool = True, use_scaler: bool = True, divide: bool = True):
+def clipping(
+    *,
+    per_micro_batch: bool = False,
+    unscale: bool = True,
+    use_scaler: bool = True,
+    divide: bool = True,
+    scaled_max_norm: bool = False,
+):
+    """scaled_max_norm: clip the gradient the scaler holds (scaled) to max_norm * scaler.get_scale()."""
+
     def accumulate_with_clipping(model, optimizer, micro_batches, K, max_norm, scaler):
         def clip():
             if unscale and use_scaler:
                 scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            torch.nn.utils.clip_grad_norm_(
+                model.parameters(), max_norm * (scaler.get_scale() if scaled_max_norm else 1)
+            )
 
         for window in accumulation.windows(micro_batches, K):
             for x, y in window:
@@ -143,6 +154,19 @@ def test_clipping_passes_clip_grad_norm_and_a_clip_written_by_hand(right):
     assert exercises.check_clipping(right) == PASSED
 
 
+def test_clipping_passes_the_scaled_gradient_clipped_to_max_norm_times_the_scale():
+    # the student review's answer: no unscale_, clip_grad_norm_ to max_norm * scale, then scaler.step.
+    # Its factor max_norm / (norm + 1e-6 / scale) lies between the two references' (~1e-12 from
+    # clip_grad_norm_'s run, more than TOL); the nearest wrong answers stay ~1e-3 away
+    assert exercises.CLIP_TOL > exercises.TOL
+    assert exercises.check_clipping(clipping(unscale=False, scaled_max_norm=True)) == PASSED
+    for wrong in (
+        clipping(unscale=False, scaled_max_norm=True, per_micro_batch=True),  # clips partial sums: 1.2e-3
+        clipping(unscale=False, scaled_max_norm=True, divide=False),  # forgot / K: 4.9e-3
+    ):
+        graded_fail(exercises.check_clipping, wrong, match="✗.*differ from the clipped large batch's by [0-9.]+e-0[34]")
+
+
 @pytest.mark.parametrize(
     "wrong, message",
     [
@@ -204,11 +228,22 @@ def token_stream(
         (token_stream(per_micro_batch_mean=True), "differs from the large batch"),  # the mean of means
         (token_stream(look_ahead=True), "asked for micro-batch 1 after only 0 forwards"),  # reads the window first
         (token_stream(last_window=False), r"steps after micro-batches \[3, 6\], expected after \[3, 6, 8\]"),
-        (token_stream(fp32=True), r"differs from the large batch[\s\S]*float32 and is rejected"),  # the hint says why
+        (
+            token_stream(fp32=True),
+            r"differs from the large batch's by [0-9.]+e-09: a gap this small looks like float32",
+        ),
     ],
 )
 def test_token_stream_fails_mean_of_means_look_ahead_and_a_dropped_last_window(wrong, message):
     graded_fail(exercises.check_token_stream, wrong, match=f"✗.*{message}")
+
+
+def test_token_stream_names_float32_only_for_a_float32_sized_gap_and_its_hint_keeps_the_idea(capsys):
+    out = graded_fail(exercises.check_token_stream, token_stream(per_micro_batch_mean=True), match="by 1.6e-02")
+    assert "float32" not in out and "num_items_in_batch" not in out  # the mean of means: not a rounding gap
+    assert exercises.check_token_stream(stub) == NOT_ATTEMPTED
+    printed = capsys.readouterr().out  # the ○ line prints the hint: it must not give the key idea away
+    assert "hint: reread section 2.3" in printed and "linear" not in printed and "when must" not in printed
 
 
 def test_token_stream_says_a_stream_has_no_len():
