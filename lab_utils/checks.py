@@ -144,35 +144,51 @@ def _raised_stub(err: BaseException) -> bool:
     return False
 
 
+def _brief(err: BaseException) -> str:
+    """The error in a few lines: a rank's error (``RankError``) as its first line and the end of
+    the rank's traceback (the student's line and the exception), not the launcher's frames."""
+    remote = getattr(err, "remote_traceback", "")
+    if not remote:
+        return str(err)
+    tail = [line for line in remote.strip().splitlines() if line.strip()][-3:]
+    return str(err).splitlines()[0] + "\n" + "\n".join(tail)
+
+
 def _say(mark: Mark, line: str) -> Mark:
     print(f"{mark} {line}")
     return mark
 
 
-def grader(exercise: str, title: str, *, hint: str) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
+def grader(
+    exercise: str, title: str, *, hint: str, todo: str | None = None
+) -> Callable[[Callable[..., str | None]], Callable[..., str]]:
     """Turn ``check(*student_things)`` into the grader of the exercise ``exercise`` (its id in the
     lab's solutions file), which prints ○, ✓ or ✗ and ``title``.
 
     The wrapped function measures the student's code and asserts; it may return a short detail
-    for the ✓ line. ``hint`` says which section to reread when the attempt is wrong. The grader
+    for the ✓ line. ``hint`` says which section to reread when the attempt is wrong; ``todo``, when
+    given, is what the ○ line says instead (a hint that names the answer's key call would give
+    the exercise away before any attempt). The grader
     returns the mark it printed (``NOT_ATTEMPTED``, ``PASSED`` or ``FAILED``) and never raises;
     its ``exercise`` attribute is the id."""
 
     def wrap(check_fn: Callable[..., str | None]) -> Callable[..., str]:
         @functools.wraps(check_fn)
         def graded(*args: Any, **kwargs: Any) -> str:
-            todo = [v for v in (*args, *kwargs.values()) if _unattempted(v)]
-            if todo:
-                what = "Write the code above" if any(callable(v) for v in todo) else "Fill in the `...` above"
-                return _say(NOT_ATTEMPTED, f"{title}: not attempted yet. {what}; hint: {hint}")
+            stubs = [v for v in (*args, *kwargs.values()) if _unattempted(v)]
+            if stubs:
+                what = "Write the code above" if any(callable(v) for v in stubs) else "Fill in the `...` above"
+                return _say(NOT_ATTEMPTED, f"{title}: not attempted yet. {what}; hint: {todo or hint}")
             try:
                 detail = check_fn(*args, **kwargs)
             except AssertionError as err:
                 return _say(FAILED, f"{title}: {err}\n  hint: {hint}")
             except Exception as err:  # noqa: BLE001 - the student's code raised: a ✗, not a traceback
                 if _raised_stub(err):
-                    return _say(NOT_ATTEMPTED, f"{title}: not attempted yet. Write the code above; hint: {hint}")
-                return _say(FAILED, f"{title}: your code raised {type(err).__name__}: {err}\n  hint: {hint}")
+                    return _say(
+                        NOT_ATTEMPTED, f"{title}: not attempted yet. Write the code above; hint: {todo or hint}"
+                    )  # noqa: E501
+                return _say(FAILED, f"{title}: your code raised {type(err).__name__}: {_brief(err)}\n  hint: {hint}")
             return _say(PASSED, title + (f": {detail}" if detail else ""))
 
         graded.exercise = exercise

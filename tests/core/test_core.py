@@ -191,6 +191,35 @@ def test_grader_prints_each_mark_and_never_stops_run_all(capsys):
     graded_fail(check_sum, lambda xs: xs.sum(), match="your code raised AttributeError")
 
 
+def test_a_grader_s_todo_keeps_the_answer_out_of_the_not_attempted_line(capsys):
+    @checks.grader("sum", "a sum", hint="sum() adds them", todo="reread section 1")
+    def check_sum(fn):
+        assert fn([1.0, 2.0]) == 3.0, "not the sum"
+
+    assert check_sum(...) == checks.NOT_ATTEMPTED
+    out = capsys.readouterr().out
+    assert "reread section 1" in out and "sum() adds them" not in out
+    assert "sum() adds them" in graded_fail(check_sum, lambda xs: 0.0, match="not the sum")
+
+
+def test_a_rank_s_error_is_shown_by_its_last_lines_not_the_launcher_s_frames():
+    from lab_utils.launcher.errors import RankError
+
+    frames = "".join(f'  File "launcher{i}.py", line {i}\n    step()\n' for i in range(12))
+    tail = '  File "<cell>", line 3\n    x[9]\nIndexError: out of range\n'
+    tb = "Traceback (most recent call last):\n" + frames + tail
+
+    @checks.grader("idx", "an index", hint="count from 0")
+    def check_idx(fn):
+        fn()
+
+    def student():
+        raise RankError(1, "IndexError", "out of range", tb)
+
+    text = graded_fail(check_idx, student, match="rank 1 raised IndexError: out of range")
+    assert '<cell>", line 3' in text and "x[9]" in text and "launcher3.py" not in text
+
+
 TOPICS = sorted(m.name for m in pkgutil.iter_modules(lab_utils.labs.__path__) if m.ispkg)
 DRAWING = {"figures", "calculator"}  # the modules that draw (plotly) or hold widgets (ipywidgets)
 

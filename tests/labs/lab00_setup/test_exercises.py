@@ -33,6 +33,28 @@ def seed_own(my_seed):  # no collective: every rank keeps its own seed
     return my_seed
 
 
+def mean_by_three(x):  # the world size the text names, hard-coded
+    dist.all_reduce(x)
+    return x / 3
+
+
+def mean_zero_d(x):  # a tensor, but not x's shape
+    dist.all_reduce(x)
+    return (x / dist.get_world_size()).mean()
+
+
+def seed_through_float(my_seed):  # a float32 tensor: exact below 2**24 only
+    t = torch.tensor([float(my_seed)])
+    dist.broadcast(t, src=0)
+    return int(t.item())
+
+
+def gather_by_three(me):
+    everyone = [None] * 3
+    dist.all_gather_object(everyone, me)
+    return everyone
+
+
 def gather_right(me):
     everyone = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, me)
@@ -53,6 +75,10 @@ def stub(*_):
         (exercises.check_mean, mean_right, mean_forgets_division, "the mean is"),
         (exercises.check_broadcast, seed_right, seed_own, "rank 0's seed"),
         (exercises.check_gather, gather_right, gather_only_self, "sees ranks"),
+        (exercises.check_mean, mean_right, mean_by_three, "2 ranks: .*the mean is"),
+        (exercises.check_mean, mean_right, mean_zero_d, r"a tensor of shape \(\), not \(3,\) like x"),
+        (exercises.check_broadcast, seed_right, seed_through_float, "came back changed; a float32 tensor"),
+        (exercises.check_gather, gather_right, gather_by_three, "2 ranks: "),
     ],
 )
 def test_grader_fails_the_wrong_answer(grade, right, wrong, message, no_orphans):
@@ -65,6 +91,7 @@ def test_ellipsis_is_not_attempted(grade, capsys):
     assert grade(...) == NOT_ATTEMPTED
     out = capsys.readouterr().out
     assert out.count("not attempted yet") == 1 and "✓" not in out
+    assert "dist." not in out  # the ○ line names no call of the answer before any attempt
 
 
 def test_stub_raising_inside_the_ranks_is_not_attempted(no_orphans, capsys):
