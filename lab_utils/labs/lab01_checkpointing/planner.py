@@ -11,7 +11,8 @@ arriving at segment j's output, the next block's input size):
     kept      = sum(act over stored blocks) + sum(inp[start] over checkpointed segments)
     alive(j)  = kept by the segments before j + sum(act over segment j) + out(j)
     peak      = max(kept + in_flight, max over checkpointed j of alive(j))
-    recompute = sum(cost over checkpointed blocks)
+    recompute = sum(cost over checkpointed blocks)   (full forwards: an upper bound where early
+                stop skips a block's last ops, e.g. a transformer block's fc_out)
 
 ``in_flight``: what backward holds on top at its start (measure it from a plain step: allocator
 peak less kept); temporaries are left out. Uniform blocks, k segments: peak = (k-1) + N/k + 1,

@@ -13,7 +13,7 @@ is ``torch.cuda.max_memory_allocated`` on CUDA and the profiler's allocation eve
 next to the calculator's prediction (``stepmem.predict``), and the time per sample.
 
 On CUDA the model has bert-large's shape (24 layers, hidden 1024, 16 heads, sequence 512; about
-17 GiB at batch 4) and the guide's published numbers are printed beside ours, labelled published
+11.5 GiB allocated at batch 4) and the guide's published numbers are printed beside ours, labelled published
 (they are NVML totals with the CUDA context, so above the allocator's peak; the script also prints
 ``max_memory_reserved``, which is closer to what NVML sees). On a CPU (or with ``--size tiny``) a
 tiny BERT of the same structure runs, and the CUDA part is skipped with a line saying so.
