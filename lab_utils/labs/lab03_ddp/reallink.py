@@ -1,7 +1,8 @@
 """The overlap model against a real slow link: the stored result the lab shows, and its table.
 
     real = reallink.load()                    # the stored run (real_link.json, beside this module)
-    print(reallink.table(real))               # links, points, savings, terms, the 10 % verdicts
+    print(reallink.table(real))               # links, points + the 10 % verdicts, savings, terms
+    print(reallink.table(real, parts=("links", "savings")))   # one part or two, each under 20 lines
     reallink.misses(p.measured_terms, p.model_terms)   # one point's miss, term by term
 
 The measurement itself is root-only apparatus outside this package (``tools/validate_link``):
@@ -33,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "runs", "signed", "headline",
-           "reruns", "noise_floor", "carried", "table", "misses"]  # fmt: skip
+           "reruns", "noise_floor", "carried", "table", "PARTS", "misses"]  # fmt: skip
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
@@ -215,8 +216,29 @@ def misses(measured: Terms, model: Terms) -> dict[str, float]:
             "link": measured.link_s - model.wait_s, "rest": measured.rest_s - model.rest_s}  # fmt: skip
 
 
-def table(result: Result) -> str:
-    """The validation as text: links, points and savings, and the 10 % verdict per model."""
+PARTS = ("links", "points", "savings", "terms")
+"""The parts of ``table``: the links, every point with the 10 % verdicts, the savings, the terms."""
+
+
+def table(result: Result, parts: Sequence[str] = PARTS) -> str:
+    """The validation as text, the ``parts`` asked for (all by default; a notebook cell shows one
+    or two, each under 20 lines): links, points and the 10 % verdict per model, savings, terms."""
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; the parts are {PARTS}")
+    out = []
+    if "links" in parts:
+        out.append(_links(result))
+    if "points" in parts:
+        out.append(_points(result))
+    if "savings" in parts:
+        out.append(_savings(result))
+    if "terms" in parts and any(p.measured_terms is not None for p in result.points):
+        out.append(_terms_table(result.points))
+    return "\n\n".join(out)
+
+
+def _links(result: Result) -> str:
     lines = [f"real link (veth + tc tbf), {result.machine}; measured {result.when}",
              f"load (/proc/loadavg) before: {result.load_before}; after: {result.load_after}",
              f"micro-step: forward {1e3 * result.micro['forward_s']:.1f} ms, backward "
@@ -233,18 +255,16 @@ def table(result: Result) -> str:
                      f"{per_bucket}"
                      f"{100 * lk['contention'][0]:>19.0f}%{100 * lk['contention'][1]:>6.0f}%{cpu}"
                      f"{lk['compute_scale']:>23.2f}")  # fmt: skip
-    lines += ["", f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured ms (q1-q3)':>22}{'model':>8}{'error':>7}"
+    return "\n".join(lines)
+
+
+def _points(result: Result) -> str:
+    lines = [f"{'Mbit/s':>7}{'K':>3} {'loop':<8}{'measured ms (q1-q3)':>22}{'model':>8}{'error':>7}"
               f"{'+contention':>12}{'error':>7}"]  # fmt: skip
     for p in result.points:
         lines.append(f"{p.rate_mbit:>7.0f}{p.k:>3} {p.loop:<8}{1e3 * p.measured_s:>9.1f} ({1e3 * p.q1_s:5.1f}-"
                      f"{1e3 * p.q3_s:5.1f}){1e3 * p.model_s:>8.1f}{100 * p.error:>+6.0f}%{1e3 * p.contended_s:>12.1f}"
                      f"{100 * p.contended_error:>+6.0f}%")  # fmt: skip
-    lines += ["", f"{'Mbit/s':>7}{'K':>3}{'saving ms: measured (min..max)':>32}{'model':>8}{'+contention':>12}"]
-    for s in result.savings:
-        lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
-                     f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
-    if any(p.measured_terms is not None for p in result.points):
-        lines += ["", _terms_table(result.points)]
     for label, attr in (("model", "error"), ("model + contention", "contended_error")):
         errs = [abs(getattr(p, attr)) for p in result.points]
         within = sum(e <= 0.10 for e in errs)
@@ -252,6 +272,14 @@ def table(result: Result) -> str:
             f"{label}: within 10 % at {within} of {len(errs)} points; signed error "
             f"{signed([getattr(p, attr) for p in result.points])}"
         )
+    return "\n".join(lines)
+
+
+def _savings(result: Result) -> str:
+    lines = [f"{'Mbit/s':>7}{'K':>3}{'saving ms: measured (min..max)':>32}{'model':>8}{'+contention':>12}"]
+    for s in result.savings:
+        lines.append(f"{s['rate_mbit']:>7.0f}{s['k']:>3}{1e3 * s['measured_s']:>14.1f} ({1e3 * s['lo_s']:6.1f} .."
+                     f"{1e3 * s['hi_s']:6.1f}){1e3 * s['model_s']:>8.1f}{1e3 * s['contended_s']:>12.1f}")  # fmt: skip
     return "\n".join(lines)
 
 

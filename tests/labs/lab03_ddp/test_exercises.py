@@ -40,6 +40,21 @@ def without_1_over_k(ddp_model, optimizer, micro_batches, k):
             optimizer.zero_grad()
 
 
+NOTEBOOK_K = 4  # the notebook's global K
+
+
+def uses_the_global_k(ddp_model, optimizer, micro_batches, k):
+    """A student's loop that reads the notebook's K = 4, not its argument k (the grader's k is 3)."""
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(micro_batches):
+        last = (i + 1) % NOTEBOOK_K == 0
+        with nullcontext() if last else ddp_model.no_sync():
+            (F.mse_loss(ddp_model(x), y) / NOTEBOOK_K).backward()
+        if last:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def mean_loss_on_rank_0_only(local_loss):
     """The lab's bug: the collective under `if rank == 0`, so rank 0 waits for ever."""
     total = torch.tensor([float(local_loss)])
@@ -101,7 +116,7 @@ def mean_loss_over_two(local_loss):
 # result. ddp-hang runs on 3 ranks, the others on 2.
 REPLAYED = {
     exercises.WORLD: {
-        "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad"),
+        "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad", "uses_the_global_k"),
         "_train_with_hook": ("fp16_hook_without_mean", "fp32_hook"),
     },
     exercises.MEAN_WORLD: {
@@ -137,7 +152,14 @@ def replay(monkeypatch, measured):
 
 @pytest.mark.usefixtures("replay")
 def test_accumulate_grader_catches_forward_outside():
-    graded_fail(exercises.check_accumulate, forward_outside, match=f"{FAILED}.*measured 8 all-reduces, expected 2")
+    n = exercises.K * exercises.UPDATES
+    graded_fail(exercises.check_accumulate, forward_outside, match=f"{FAILED}.*measured {n} all-reduces, expected 2")
+
+
+@pytest.mark.usefixtures("replay")
+def test_accumulate_grader_catches_the_notebooks_global_k():
+    assert exercises.K != NOTEBOOK_K  # the grader's k is one the notebook does not use
+    graded_fail(exercises.check_accumulate, uses_the_global_k, match=f"{FAILED}.*k=3.*measured 1 all-reduces")
 
 
 @pytest.mark.usefixtures("replay")
@@ -208,6 +230,8 @@ def test_buckets_grader_names_each_wrong_rule_and_accepts_a_whole_float():
     graded_fail(exercises.check_buckets, 7, match=f"{FAILED}.*you predicted 7.*REGISTRATION order")
     graded_fail(exercises.check_buckets, 1038, match=f"{FAILED}.*you predicted 1038.*divided by the cap")
     graded_fail(exercises.check_buckets, 5, match=f"{FAILED}.*you predicted 5")  # the 0.25 MiB row's count
+    graded_fail(exercises.check_buckets, 12, match=f"{FAILED}.*you predicted 12.*one bucket per gradient.*at least")
+    graded_fail(exercises.check_buckets, 1, match=f"{FAILED}.*you predicted 1;.*first backward.*after the rebuild")
     graded_fail(exercises.check_buckets, 6.5, match=f"{FAILED}.*whole number")
     assert exercises.check_buckets(6.0) == exercises.check_buckets("6") == PASSED
     assert exercises.check_buckets(...) == NOT_ATTEMPTED

@@ -39,6 +39,37 @@ def without_set_epoch(checkpoint_path):  # uses only the names the written scrip
     dist.destroy_process_group()
 
 
+def every_rank_saves_the_wrapper(checkpoint_path):  # the student's: no `if rank == 0`, model.state_dict()
+    dist.init_process_group("gloo")
+    model = DDP(script_model())
+    dataset = TensorDataset(*script_data())
+    sampler = DistributedSampler(dataset, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=MICRO_BATCH, sampler=sampler)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    for epoch in range(EPOCHS):
+        sampler.set_epoch(epoch)
+        for i, (xb, yb) in enumerate(loader):
+            step_now = (i + 1) % K_SCRIPT == 0
+            with model.no_sync() if not step_now else torch.enable_grad():
+                (F.mse_loss(model(xb), yb) / K_SCRIPT).backward()
+            if step_now:
+                optimizer.step()
+                optimizer.zero_grad()
+    torch.save(model.state_dict(), checkpoint_path)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_a_script_where_every_rank_saves_is_caught_by_the_probe():
+    run = ex.run_script(every_rank_saves_the_wrapper)
+    assert [r["saves"] for r in run.ranks] == [1, 1] and run.checkpoint_keys[0].startswith("module.")
+    with pytest.raises(AssertionError, match=r"ranks \[0, 1\] called torch.save"):
+        ex.judge(run)
+    run.ranks[1]["saves"] = 0  # rank 0 alone, but the wrapper's keys: strict loading refuses them
+    with pytest.raises(AssertionError, match="start with 'module.'"):
+        ex.judge(run)
+
+
 @pytest.mark.slow
 def test_a_script_without_set_epoch_is_caught_on_its_ranks(tmp_path):
     script = ex.write_script(without_set_epoch, tmp_path / "s.py")
@@ -46,9 +77,11 @@ def test_a_script_without_set_epoch_is_caught_on_its_ranks(tmp_path):
     graded_fail(ex.check_script, without_set_epoch, match="same sample order in every epoch.*set_epoch")
 
 
-def _run(all_reduces=STEPS, steps=STEPS, orders=((1, 2), (2, 1)), params=None):
-    rec = {"all_reduces": all_reduces, "steps": steps, "orders": [list(o) for o in orders]}
-    return ex.ScriptRun(0, "", [rec, dict(rec)], ex.script_reference() if params is None else params)
+def _run(all_reduces=STEPS, steps=STEPS, orders=((1, 2), (2, 1)), params=None, saves=(1, 0), keys=None):
+    recs = [{"rank": r, "all_reduces": all_reduces, "steps": steps, "orders": [list(o) for o in orders], "saves": n}
+            for r, n in enumerate(saves)]  # fmt: skip
+    keys = [k for k, _ in script_model().named_parameters()] if keys is None else keys
+    return ex.ScriptRun(0, "", recs, ex.script_reference() if params is None else params, keys)
 
 
 def test_judge_names_each_mistake():
@@ -60,10 +93,16 @@ def test_judge_names_each_mistake():
         ex.judge(_run(steps=8))  # a step per micro-batch
     with pytest.raises(AssertionError, match="divided by K_SCRIPT"):
         ex.judge(_run(params=ex.script_reference() + 1e-3))
-    missing = _run()
-    missing.params = None
     with pytest.raises(AssertionError, match="saved no checkpoint"):
-        ex.judge(missing)
+        ex.judge(ex.ScriptRun(0, "", _run(saves=(0, 0)).ranks))
+    with pytest.raises(AssertionError, match=r"ranks \[0, 1\] called torch.save: only rank 0"):
+        ex.judge(_run(saves=(1, 1)))  # no `if rank == 0`: every rank writes the file
+    prefixed = _run(keys=["module.0.weight", "module.0.bias"])
+    prefixed.params = None  # what run_script leaves when strict loading fails
+    with pytest.raises(AssertionError, match="start with 'module.'.*model.module.state_dict()"):
+        ex.judge(prefixed)
+    with pytest.raises(AssertionError, match="copies only this function.*define any helper inside it"):
+        ex.judge(ex.ScriptRun(1, "[rank0]: NameError: name '_one_step' is not defined"))
     with pytest.raises(AssertionError, match="exited with 1"):
         ex.judge(ex.ScriptRun(1, "Traceback ... RuntimeError: boom"))
     assert "a new order each epoch" in ex.judge(_run())

@@ -37,6 +37,16 @@ def test_table_shows_links_points_terms_and_verdicts():
     assert len(flagged) == sum(abs(p.measured_terms.total_s / p.model_terms.total_s - 1) > 0.10 for p in real.points)
 
 
+def test_table_parts_fit_a_cell_each():
+    real = reallink.load()
+    parts = {part: reallink.table(real, parts=(part,)) for part in reallink.PARTS}
+    assert reallink.table(real) == "\n\n".join(parts.values())  # all parts by default, in order
+    assert parts["points"].count("within 10 % at") == 2 and "where the time went" in parts["terms"]
+    assert len(reallink.table(real, parts=("links", "savings")).splitlines()) <= 20
+    with pytest.raises(ValueError, match="unknown parts"):
+        reallink.table(real, parts=("point",))
+
+
 def test_misses_add_up_to_the_whole_miss():
     measured = reallink.Terms(compute_s=0.6, wait_s=0.4, peer_s=0.15, rest_s=0.2)
     model = reallink.Terms(compute_s=0.5, wait_s=0.3, peer_s=0.0, rest_s=0.1)
