@@ -111,6 +111,8 @@ def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[i
         data.micro_batches(xs, ys, k=K, rank=rank, world_size=world)
         for xs, ys in zip(x.chunk(UPDATES), y.chunk(UPDATES))
     ]
+    rows: list[int] = []  # the rows of each forward the student's code runs
+    hook = model.register_forward_pre_hook(lambda _m, args: rows.append(args[0].shape[0]))
     counter = CommCounter()
     with counter.track():
         if per_update:
@@ -119,12 +121,14 @@ def _train(update: Callable[..., None], per_update: bool, mesh_shape: Sequence[i
                 counter.mark_step()
         else:
             update(model, opt, [mb for w in windows for mb in w], K)
+    hook.remove()
     left = holdings.unsharded_param_bytes(model)
     x0, y0 = windows[0][0]
     fresh = _sharded(workload.model(WIDTH, DEPTH), mesh_shape=mesh_shape)
     shards = mesh_shape[-1] if mesh_shape else world
     return {
         "ops": traffic.per_op(counter.events),
+        "forward_rows": rows,
         "left_unsharded": left,
         "grads": opt.grads,
         "shard": rank % shards,
@@ -152,19 +156,23 @@ def _left_as_found(got: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
-    """None when every optimizer step saw the large-batch gradient; else what was wrong."""
+def _grad_gap(got: list[dict[str, Any]], world: int, windows: bool = False) -> str | None:
+    """None when every optimizer step saw the large-batch gradient; else what was wrong, with the
+    likely cause where the gradient shows one (``windows``: all updates' micro-batches in one call)."""
     ref = _reference_grads(world)
     steps = len(got[0]["grads"])
     if steps != UPDATES:
         return f"the optimizer stepped {steps} times in {UPDATES} updates of {K} micro-batches: step once per update"
-    worst, ratio = 0.0, 1.0
+    worst, ratio, carried = 0.0, 1.0, 0.0  # carried: the gap to the sum of all updates' gradients so far
     for r in got:
+        so_far = [torch.zeros_like(w) for w in ref[0]]
         for mine, want in zip(r["grads"], ref):
-            for g, w in zip(mine, want):
-                w_local = w.chunk(r["shards"], dim=0)[r["shard"]]
+            so_far = [s + w for s, w in zip(so_far, want)]
+            for g, w, s in zip(mine, want, so_far):
+                w_local, s_local = (t.chunk(r["shards"], dim=0)[r["shard"]] for t in (w, s))
                 if g is None:
                     return "a parameter had no gradient when the optimizer stepped: zero_grad before step?"
+                carried = max(carried, max_abs_diff(g, s_local))
                 gap = max_abs_diff(g, w_local)
                 if gap > worst:
                     worst, ratio = gap, (g.norm() / w_local.norm()).item()
@@ -172,21 +180,28 @@ def _grad_gap(got: list[dict[str, Any]], world: int) -> str | None:
         return None
     why = f"the gradient the optimizer stepped with is {worst:.1e} away from the large batch's"
     if abs(ratio - K) < 1e-6:
-        why += f" ({K} times too large: divide each micro-step's loss by k={K})"
-    elif ratio < 1 - 1e-6:
-        why += f" (its norm {ratio:.2f} of the large batch's: some micro-steps' gradients never reached it)"
-    return why
+        return why + f" ({K} times too large: divide each micro-step's loss by k={K})"
+    if windows and abs(ratio - 1 / UPDATES) < 1e-6:
+        return why + f" ({ratio:.2f} times it: divide by k, the window's length, not len(micro_batches))"
+    if carried <= TOL:
+        return why + " (gradients carried over from the previous update? zero them after each step)"
+    return why + f" (its norm {ratio:.2f} times the large batch's)"
 
 
 @grader(
     "fsdp-gathers",
     "fewer all-gathers while accumulating",
-    hint="reread sections 2 and 3: which settings of an FSDP2 module decide when a block's gathered "
-    "parameters are freed (after its forward, after its backward), and when gradients are synced? "
-    "Leave every setting as you found it",
+    hint="reread sections 2 and 3.\n  Which settings of an FSDP2 module decide when a block's gathered parameters "
+    "are freed\n  (after its forward, after its backward), and when gradients are synced? Leave every setting "
+    "as you found it",
 )
 def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
     got = launch(_train, WORLD, args=(update_fewer_gathers, True), backend=BACKEND, timeout=180)
+    rows = got[0]["forward_rows"]
+    assert rows == [MB] * (UPDATES * K), (
+        f"{UPDATES} updates of {K} micro-batches of {MB} rows ran forwards of {rows} rows: "
+        "one forward and backward per micro-batch"
+    )
     ops = got[0]["ops"]
     param_bytes = nbytes(workload.model(WIDTH, DEPTH).parameters())
     ag = ops.get("all_gather_single", {"count": 0, "bytes": 0})
@@ -213,7 +228,7 @@ def check_fewer_gathers(update_fewer_gathers: Callable[..., None]) -> str:
 @grader(
     "fsdp-hsdp-windows",
     "HSDP: all-reduce across replica groups once per window",
-    hint="reread section 4 and its HSDP run: the same window, now several in a row",
+    hint="reread section 4.\n  Its HSDP run is the same window; here several windows come in a row",
 )
 def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
     world = HSDP[0] * HSDP[1]
@@ -229,7 +244,7 @@ def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
         f"measured {ar} all-reduces across replicas for {UPDATES} windows of {DEPTH} blocks; expected one per block "
         "per window (on its last micro-step)"
     )
-    why = _grad_gap(got, world)
+    why = _grad_gap(got, world, windows=True)
     assert why is None, why
     why = _left_as_found(got)
     assert why is None, why
@@ -240,8 +255,9 @@ def check_hsdp_windows(train_windows: Callable[..., None]) -> str:
 
 
 def uneven_model() -> nn.Sequential:
-    """fsdp-bytes' model: first dims 6, 5 and 1 (float32). On 4 ranks ``torch.chunk`` cuts them
-    2+2+2+0, 2+2+1+0 and 1+0+0+0, ``torch.tensor_split`` 2+2+1+1, 2+1+1+1 and 1+0+0+0."""
+    """fsdp-bytes' model: first dims 6, 5 and 1 (float32). On 4 ranks FSDP2 gives them 2+2+2+0,
+    2+2+1+0 and 1+0+0+0 rows: ``torch.chunk``'s pieces (2+2+2, 2+2+1 and 1: fewer than 4), then
+    empty shards; ``torch.tensor_split`` cuts 2+2+1+1, 2+1+1+1 and 1+0+0+0."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(3, 6), nn.GELU(), nn.Linear(6, 5), nn.GELU(), nn.Linear(5, 1))
 
@@ -261,8 +277,9 @@ def _measure_uneven() -> dict[str, Any]:
 @grader(
     "fsdp-bytes",
     "predict the bytes a rank holds",
-    hint="reread the prompt: how does fully_shard cut rows that do not divide by W? Try torch.chunk on "
-    "6, 5 and 1 rows for 4 ranks. Gradients and AdamW's moments take the shape of the rank's local shard",
+    hint="reread the prompt.\n  How does fully_shard cut rows that do not divide by W?\n"
+    "  Compare torch.chunk and torch.tensor_split on 6, 5 and 1 rows for 4 ranks.\n"
+    "  Gradients and AdamW's moments take the shape of the rank's local shard",
 )
 def check_rank_bytes(predict_rank_bytes: Callable[[nn.Module, int, int], dict[str, int]]) -> str:
     lab = workload.model(128, 4)

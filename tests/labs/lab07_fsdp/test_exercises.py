@@ -113,6 +113,78 @@ def both_off_freed_by_hand(model, optimizer, micro_batches):
     optimizer.zero_grad()
 
 
+def one_forward_of_all_micro_batches(model, optimizer, micro_batches):
+    """No accumulation at all: the K micro-batches concatenated into one forward, kept gathered
+    to its backward. Right gathers, bytes and gradient; not what the exercise asks."""
+    model.set_reshard_after_forward(False)
+    x = torch.cat([x for x, _ in micro_batches])
+    y = torch.cat([y for _, y in micro_batches])
+    F.mse_loss(model(x), y).backward()
+    model.set_reshard_after_forward(True)
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def divides_by_len_micro_batches(model, optimizer, micro_batches, k):
+    """Divides each loss by len(micro_batches), every window's count, as section 2's one window did."""
+    n = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_all_reduce((i + 1) % k == 0)
+        (F.mse_loss(model(x), y) / n).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def never_zeroes_the_gradients(model, optimizer, micro_batches, k):
+    """Right toggle and divisor, no zero_grad: each window adds to the previous windows' gradients."""
+    for i, (x, y) in enumerate(micro_batches):
+        model.set_requires_all_reduce((i + 1) % k == 0)
+        (F.mse_loss(model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+
+
+def torch_chunk_indexed_by_rank(model, world_size, rank):
+    """torch.chunk(p, W)[rank]: chunk returns fewer than W pieces for 6, 5 and 1 rows on 4 ranks."""
+    local = 0
+    for p in model.parameters():
+        piece = torch.chunk(p.detach(), world_size, dim=0)[rank]
+        local += piece.numel() * piece.element_size()
+    return {"params": local, "grads": local, "optimizer": 2 * local}
+
+
+def test_fewer_gathers_grader_asks_for_one_forward_per_micro_batch():
+    graded_fail(
+        exercises.check_fewer_gathers,
+        one_forward_of_all_micro_batches,
+        match=f"{FAILED}.*forwards of \\[6, 6\\] rows: one forward and backward per micro-batch",
+    )
+
+
+def test_hsdp_grader_names_a_division_by_len_micro_batches():
+    text = graded_fail(exercises.check_hsdp_windows, divides_by_len_micro_batches, match=f"{FAILED}.*0.50 times it")
+    assert "not len(micro_batches)" in text and "never reached" not in text, text
+
+
+def test_hsdp_grader_names_gradients_carried_over():
+    graded_fail(exercises.check_hsdp_windows, never_zeroes_the_gradients, match=f"{FAILED}.*carried over")
+
+
+def test_rank_bytes_hint_explains_torch_chunks_missing_pieces():
+    text = graded_fail(exercises.check_rank_bytes, torch_chunk_indexed_by_rank, match=f"{FAILED}.*IndexError")
+    assert "torch.chunk and torch.tensor_split" in text, text
+
+
+def test_not_attempted_lines_are_short_and_name_no_rule(capsys):
+    exercises.check_rank_bytes(stub_rank_bytes)
+    exercises.check_fewer_gathers(...)
+    exercises.check_hsdp_windows(...)
+    out = capsys.readouterr().out
+    assert "Compare torch.chunk and torch.tensor_split" in out and "Try torch.chunk" not in out, out
+    assert max(map(len, out.splitlines())) <= 130, out
+
+
 def test_hsdp_grader_catches_gradient_sync_instead_of_the_all_reduce_toggle():
     graded_fail(exercises.check_hsdp_windows, gradient_sync_instead, match=f"{FAILED} .*reduce-scatters")
 
