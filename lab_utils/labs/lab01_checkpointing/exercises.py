@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import numbers
 from collections.abc import Callable, Iterator, Sequence
 from unittest import mock
 
@@ -123,7 +124,7 @@ def check_prediction(predicted_bytes: int, plan: Sequence[Segment], *, n_blocks:
     with SavedTensorMeter(model, exclude=[x]) as meter:
         _run_plan(model, x, list(plan))
     measured = meter.total_bytes
-    if not isinstance(predicted_bytes, (int, float)):
+    if isinstance(predicted_bytes, bool) or not isinstance(predicted_bytes, numbers.Real):  # numpy's ints too
         raise AssertionError(f"give a number of bytes (an int), got {type(predicted_bytes).__name__}")
     assert predicted_bytes == measured, (
         f"you predicted {predicted_bytes} bytes: too {'high' if predicted_bytes > measured else 'low'}, the meter "

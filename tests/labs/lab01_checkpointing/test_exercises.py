@@ -2,6 +2,7 @@
 
 import itertools
 
+import numpy as np
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint
 
@@ -25,6 +26,8 @@ def failed(grade, *args, **kwargs) -> str:
 # -- ckpt-predict: predict the bytes kept ------------------------------------------------------
 def test_prediction_right_and_wrong():
     assert exercises.check_prediction(7 * UNIT, PLAN, **CHAIN) == PASSED
+    assert exercises.check_prediction(np.int64(7 * UNIT), PLAN, **CHAIN) == PASSED  # numpy arithmetic's int
+    failed(exercises.check_prediction, "7 units", PLAN, **CHAIN, match="give a number of bytes")
     # forgetting that the first segment's input is the batch (not counted): too high
     failed(exercises.check_prediction, 8 * UNIT, PLAN, **CHAIN, match="too high")
     # counting one tensor per stored block instead of two: too low
