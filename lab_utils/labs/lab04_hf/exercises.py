@@ -40,7 +40,9 @@ __all__ = [
 # ----------------------------------------------------------------------------- 1. loop from arguments
 def exercise_args(output_dir: str) -> TrainingArguments:
     """hf-loop-from-args' Trainer setup: other settings than section 2's (cosine schedule with warm-up,
-    clipping at 0.5, 2 accumulation steps, another seed)."""
+    clipping at 0.5, 2 accumulation steps, another seed). One warm-up step of 4 updates: the cosine's
+    learning rates [0, 1, .75, .25] x 3e-3 part from a linear schedule's and from a cosine sized in
+    micro-batches at the third update, whose weights two micro-batches' losses still see."""
     return TrainingArguments(
         output_dir=output_dir,
         per_device_train_batch_size=4,
@@ -49,7 +51,7 @@ def exercise_args(output_dir: str) -> TrainingArguments:
         num_train_epochs=1,
         learning_rate=3e-3,
         lr_scheduler_type="cosine",
-        warmup_steps=2,
+        warmup_steps=1,
         max_grad_norm=0.5,
         weight_decay=0.0,
         optim="adamw_torch",
@@ -90,14 +92,24 @@ def clip_norms() -> Iterator[Clips]:
         torch.nn.utils.clip_grad_norm_ = original
 
 
+class Decays(set):
+    """The ``weight_decay`` of every parameter group seen; ``lrs`` the first group's learning rate at
+    each real optimizer step, in order."""
+
+    lrs: list[float]
+
+
 @contextlib.contextmanager
-def weight_decays() -> Iterator[set[float]]:
-    """The ``weight_decay`` of every parameter group of every optimizer that steps in the block (a
-    global step pre-hook: a prepared optimizer's inner one is seen)."""
-    seen: set[float] = set()
+def weight_decays() -> Iterator[Decays]:
+    """The ``weight_decay`` of every parameter group of every optimizer that steps in the block, and
+    the learning rate of each step (a global step pre-hook: a prepared optimizer's inner one is seen,
+    and only when it really steps, not on the micro-batches that accumulate)."""
+    seen = Decays()
+    seen.lrs = []
 
     def record(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         seen.update(float(g.get("weight_decay", 0.0)) for g in optimizer.param_groups)
+        seen.lrs.append(float(optimizer.param_groups[0]["lr"]))
 
     handle = register_optimizer_step_pre_hook(record)
     try:
@@ -106,19 +118,21 @@ def weight_decays() -> Iterator[set[float]]:
         handle.remove()
 
 
-def trainer_losses(args: TrainingArguments, n_train: int = 32) -> tuple[list[float], list[int], list[float]]:
+def trainer_losses(
+    args: TrainingArguments, n_train: int = 32
+) -> tuple[list[float], list[int], list[float], list[float]]:
     """What section 1's corrected Trainer (``loss_is_scaled_for_ga = False``) does with ``args``: each
-    micro-batch's loss, the order it read the data and the gradient norm of each update (before
-    clipping)."""
+    micro-batch's loss, the order it read the data, the gradient norm of each update (before
+    clipping) and the learning rate of each update."""
     offline()
     train_ds, _ = make_splits(n_train, 4)
     model = build_model()
-    with fresh_accelerate(), TrainerMeter() as meter, clip_norms() as clips:
+    with fresh_accelerate(), TrainerMeter() as meter, clip_norms() as clips, weight_decays() as steps:
         trainer = Trainer(model=model, args=args, train_dataset=train_ds)
         trainer.loss_is_scaled_for_ga = False  # this model's loss is a plain mean (section 3)
         trainer.remove_callback(PrinterCallback)
         trainer.train()
-    return meter.micro_losses, list(train_ds.order), clips
+    return meter.micro_losses, list(train_ds.order), clips, steps.lrs
 
 
 @grader(
@@ -133,7 +147,7 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
         # the student's loop first: a stub stops here, before the Trainer's run
         with fresh_accelerate(), clip_norms() as clips, weight_decays() as decays:
             got = loop_from_args(args, build_model(), train_ds)
-        want, want_order, want_norms = trainer_losses(args, n_train=len(train_ds))
+        want, want_order, want_norms, want_lrs = trainer_losses(args, n_train=len(train_ds))
     got = [float(x) for x in got]
     assert len(got) == len(want), f"your loop returned {len(got)} losses, the Trainer saw {len(want)} micro-batches"
     assert list(train_ds.order) == want_order, "your loop read the data in another order than the Trainer"
@@ -144,6 +158,16 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
     )
     assert all(m == args.max_grad_norm for m in clips.max_norms), (
         f"your loop clipped at {sorted(set(clips.max_norms))}, the Trainer at args.max_grad_norm = {args.max_grad_norm}"
+    )
+    # the schedule: the learning rate of every real step, not the losses (a last update's is never seen)
+    assert len(decays.lrs) == len(want_lrs), (
+        f"your optimizer stepped {len(decays.lrs)} times, the Trainer {len(want_lrs)} times (once per "
+        f"{args.gradient_accumulation_steps} micro-batches)"
+    )
+    assert all(abs(a - b) <= 1e-6 * args.learning_rate for a, b in zip(decays.lrs, want_lrs)), (
+        f"your optimizer stepped at learning rates {[round(x / args.learning_rate, 3) for x in decays.lrs]} "
+        f"x args.learning_rate, the Trainer's at {[round(x / args.learning_rate, 3) for x in want_lrs]} "
+        f"(args.lr_scheduler_type and args.warmup_steps, over the number of updates, not of micro-batches)"
     )
     gap = max(abs(a - b) for a, b in zip(got, want))
     first = next(i for i, (a, b) in enumerate(zip(got, want)) if abs(a - b) > 1e-5) if gap > 1e-5 else None
@@ -164,7 +188,21 @@ def check_loop_from_args(loop_from_args: Callable[..., list[float]]) -> str:
 
 
 # ----------------------------------------------------------------------------- 2. your own loss
-_OWN_K, _OWN_B = 4, 4  # one window of 4 micro-batches of 4 sequences
+_OWN_K, _OWN_B, _OWN_EVAL = 4, 4, 16  # one window of 4 micro-batches of 4 sequences; 16 to evaluate
+
+
+def _weighted_loss(model: torch.nn.Module, ds: Any, rows: Any, weights: torch.Tensor) -> float:
+    """The weighted cross-entropy (a mean over ``rows`` of ``ds``) of ``model`` in eval mode."""
+    items = [ds[i] for i in rows]
+    device = next(model.parameters()).device
+    batch = {key: torch.stack([it[key] for it in items]).to(device) for key in items[0]}
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = F.cross_entropy(logits.float(), batch["labels"], weight=weights.to(device)).item()
+    model.train(was_training)
+    return loss
 
 
 def _reference_window(model: torch.nn.Module, train_ds: Any, order: list[int], weights: torch.Tensor) -> tuple:
@@ -191,11 +229,12 @@ def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
     assert isinstance(trainer_cls, type) and issubclass(trainer_cls, Trainer), "write a subclass of Trainer"
     weights = torch.as_tensor(class_weights, dtype=torch.float32)
     offline()
-    train_ds, _ = make_splits(_OWN_K * _OWN_B, 1)
+    train_ds, eval_ds = make_splits(_OWN_K * _OWN_B, _OWN_EVAL)
     with tempfile.TemporaryDirectory() as d:
         args = TrainingArguments(
             output_dir=d,
             per_device_train_batch_size=_OWN_B,
+            per_device_eval_batch_size=_OWN_EVAL,  # the eval set in one batch: its loss is one mean
             gradient_accumulation_steps=_OWN_K,
             num_train_epochs=1,
             learning_rate=1e-3,
@@ -212,6 +251,7 @@ def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
             trainer = trainer_cls(model=build_model(), args=args, train_dataset=train_ds)
             trainer.remove_callback(PrinterCallback)
             trainer.train()
+            got_eval = trainer.evaluate(eval_dataset=eval_ds)["eval_loss"]
     logs = [h for h in trainer.state.log_history if "grad_norm" in h]
     assert logs, "the Trainer logged no update: did train() run?"
     want_norm, want_loss = _reference_window(build_model(), train_ds, list(train_ds.order), weights)
@@ -225,6 +265,14 @@ def check_own_loss(trainer_cls: type, class_weights: Any) -> str:
     assert abs(ratio - 1) <= 1e-4, (
         f"the gradient of the window is {ratio:.3g}x the gradient of the mean of its micro-batch losses "
         f"(who divides by the {_OWN_K} accumulation steps, and how many times?)"
+    )
+    # a loss divided by the steps in compute_loss, the Trainer told nothing (None): the gradient is right,
+    # but evaluate() reports what compute_loss returns, and a short last window is divided by K anyway
+    want_eval = _weighted_loss(trainer.model, eval_ds, range(len(eval_ds)), weights)
+    assert abs(got_eval / want_eval - 1) <= 1e-4, (
+        f"the Trainer's eval loss is {got_eval:.4f}, the weighted cross-entropy of the eval set "
+        f"{want_eval:.4f} ({got_eval / want_eval:.3g}x): compute_loss returns the micro-batch's mean, "
+        f"the division by the accumulation steps is the Trainer's (loss_is_scaled_for_ga)"
     )
     return f"the window's gradient is the mean of {_OWN_K} weighted micro-batch losses (norm {got_norm:.3g})"
 

@@ -55,8 +55,38 @@ class _TrustsTheGuess(WeightedLossTrainer):
 class _DividesTwice(WeightedLossTrainer):
     """Divides by the accumulation steps itself, and lets the Trainer divide too."""
 
-    def compute_loss(self, *args, **kwargs):
-        return super().compute_loss(*args, **kwargs) / self.args.gradient_accumulation_steps
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
+        loss = loss / self.args.gradient_accumulation_steps
+        return (loss, outputs) if return_outputs else loss
+
+
+class _DividesItself(Trainer):
+    """A student's answer (review 4): weighted cross-entropy divided by the accumulation steps in
+    compute_loss, the Trainer told nothing (None: it believes the model scaled it). The gradient of a
+    full window is right; evaluate() reports a quarter of the loss, and a short window is divided by 4."""
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        inputs = dict(inputs)
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+        loss = torch.nn.functional.cross_entropy(outputs.logits, labels, weight=CLASS_WEIGHTS.to(labels.device))
+        loss = loss / self.args.gradient_accumulation_steps
+        return (loss, outputs) if return_outputs else loss
+
+
+class _SaysSoInInit(Trainer):
+    """A right answer another way: the model's loss kwargs switched off when the Trainer is built."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model_accepts_loss_kwargs = False
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs["labels"]
+        outputs = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"])
+        loss = torch.nn.functional.cross_entropy(outputs.logits, labels, weight=CLASS_WEIGHTS.to(labels.device))
+        return (loss, outputs) if return_outputs else loss
 
 
 class _Unweighted(Trainer):
@@ -68,6 +98,9 @@ class _Unweighted(Trainer):
 def test_own_loss_passes_the_solution_and_fails_each_wrong_division():
     assert exercises.check_own_loss(_StubbedTrainer, CLASS_WEIGHTS) == NOT_ATTEMPTED
     exercises.check_own_loss(WeightedLossTrainer, CLASS_WEIGHTS)
+    exercises.check_own_loss(_SaysSoInInit, CLASS_WEIGHTS)
+    assert "eval loss is" in (msg := _fails(exercises.check_own_loss, _DividesItself, CLASS_WEIGHTS))
+    assert "(0.25x)" in msg
     assert "4x the gradient" in _fails(exercises.check_own_loss, _TrustsTheGuess, CLASS_WEIGHTS)
     assert "0.25x the gradient" in _fails(exercises.check_own_loss, _DividesTwice, CLASS_WEIGHTS)
     assert "weighted cross-entropy" in _fails(exercises.check_own_loss, _Unweighted, CLASS_WEIGHTS)
@@ -121,6 +154,35 @@ def _forgets_the_division(args, model, train_ds):
     return losses
 
 
+def _linear_schedule(args, model, train_ds):
+    """A student's answer (review 4): section 2's linear schedule instead of args.lr_scheduler_type."""
+    return right_loop(dataclasses.replace(args, lr_scheduler_type="linear"), model, train_ds)
+
+
+def _schedule_in_micro_batches(args, model, train_ds):
+    """A student's answer (review 4): the cosine sized in micro-batches, len(train_dl) x epochs (the
+    trap cell 14 names), instead of in updates."""
+    real = get_scheduler
+
+    def sized_in_micro_batches(name, optimizer, warmup, updates):
+        return real(name, optimizer, warmup, updates * args.gradient_accumulation_steps)
+
+    ns = solution(
+        "04_trainer_to_accelerator",
+        "hf-loop-from-args",
+        {
+            "torch": torch,
+            "math": math,
+            "Accelerator": Accelerator,
+            "DataLoaderConfiguration": DataLoaderConfiguration,
+            "DataLoader": DataLoader,
+            "set_seed": set_seed,
+            "get_scheduler": sized_in_micro_batches,
+        },
+    )
+    return ns["loop_from_args"](args, model, train_ds)
+
+
 def _clips_at_one(args, model, train_ds):
     """Section 2's clipping at 1.0 copied instead of args.max_grad_norm (0.5 here)."""
     args = copy.copy(args)
@@ -149,7 +211,12 @@ def test_clip_norms_records_each_norm_and_the_max_norm_asked_for():
 def test_loop_from_args_passes_the_right_loop_and_fails_the_scaling_and_accumulation_bugs():
     exercises.check_loop_from_args(right_loop)
     msg = _fails(exercises.check_loop_from_args, _ignores_accumulation)
-    assert "losses part at micro-batch" in msg
+    assert "your optimizer stepped 8 times, the Trainer 4 times" in msg
+    # the schedule: a linear one, or a cosine over micro-batches, steps at other learning rates
+    msg = _fails(exercises.check_loop_from_args, _linear_schedule)
+    assert "learning rates [0.0, 1.0, 0.667, 0.333] x args.learning_rate" in msg
+    assert "the Trainer's at [0.0, 1.0, 0.75, 0.25]" in msg
+    assert "learning rates [0.0, 1.0, 0.95," in _fails(exercises.check_loop_from_args, _schedule_in_micro_batches)
     # the bug section 3 is about: the losses agree, only the gradient norm shows it
     msg = _fails(exercises.check_loop_from_args, _forgets_the_division)
     assert "gradient norm of your updates is [2.0, 2.0" in msg
