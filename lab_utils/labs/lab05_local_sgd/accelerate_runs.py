@@ -31,11 +31,14 @@ class Averaging:
     ``micro_batches`` is the averaging at exit; one placed after the ``accumulate()`` block is
     filed under the next micro-batch), whether it fell on an update boundary (no forward had run
     since the last optimizer update: not inside an accumulation window), and how many optimizer
-    updates were done when it ran. The last two come from the order of events, not the filing."""
+    updates were done when it ran, and whether an optimizer update came next, before any forward
+    (it ran between a window's backward and its ``optimizer.step()``). The last three come from the
+    order of events, not the filing."""
 
     micro_batch: int
     on_update_boundary: bool
     updates: int = 0
+    before_an_update: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,7 @@ def run_accelerate(
     n_tensors = len(list(inner.parameters()))
     direct = [i for i, e in enumerate(events) if e.source == "torch.distributed" and e.op != "barrier"]
     # LocalSGD averages with one all_reduce per parameter tensor: each run of n_tensors is one averaging.
-    averagings = [_averaging(events[i].step, [kind for kind, seen in order if seen <= i]) for i in direct[::n_tensors]]
+    averagings = [_averaging(events[i].step, order, i) for i in direct[::n_tensors]]
     out = AccelerateRun(
         num_processes=accelerator.num_processes,
         distributed_type=str(accelerator.distributed_type),
@@ -121,7 +124,10 @@ def run_accelerate(
     return out
 
 
-def _averaging(micro_batch: int, before: list[str]) -> Averaging:
-    """The averaging filed under ``micro_batch`` that came after ``before`` (forwards and updates, in order)."""
+def _averaging(micro_batch: int, order: list[tuple[str, int]], first: int) -> Averaging:
+    """The averaging filed under ``micro_batch`` whose first collective is event ``first``, placed in
+    ``order`` (forwards and updates, each with the collectives counted by then)."""
+    before = [kind for kind, seen in order if seen <= first]
+    after = [kind for kind, seen in order if seen > first]
     since_update = before[len(before) - before[::-1].index("update") :] if "update" in before else before
-    return Averaging(micro_batch, "forward" not in since_update, before.count("update"))
+    return Averaging(micro_batch, "forward" not in since_update, before.count("update"), after[:1] == ["update"])

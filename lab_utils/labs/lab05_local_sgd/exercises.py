@@ -219,6 +219,13 @@ def check_local_sgd(local_sgd_fn: Callable[..., Any]) -> str:
         "the averaging; average right after opt.step()"
     )
     assert diff < 1e-6, f"your parameters differ from the reference's by {diff:.2g} (divided by the world size?)"
+    # a second run whose updates end on a multiple of H: the last averaging is the exit's, once
+    steps = 2 * H
+    after = [u for u, _, _ in launch(_local_sgd_rank, 2, args=(local_sgd_fn, H, steps), timeout=120)[0]["yours"].events]
+    assert after == [H, steps], (
+        f"collectives after updates {after} with H={H} over {steps} updates, expected after {[H, steps]}: "
+        f"update {steps} already averaged, so average at exit only if updates ran since the last averaging"
+    )
     return f"{len(want)} averagings of one all_reduce each, ranks equal, parameters equal to the reference"
 
 
@@ -290,6 +297,12 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
             f"{r.micro_batches} of {cfg['micro_batches']} micro-batches ran in an accelerator.accumulate(model) "
             f"block {where}: keep the guide's one block per micro-batch"
         )
+        expected = -(-cfg["micro_batches"] // acc)  # the last, shorter window ends with an update too
+        assert r.updates == expected, (
+            f"only {r.updates} of {expected} optimizer updates ran {where}: iterate the prepared dataloader "
+            "itself; accumulate() syncs the last, shorter window only when the loader reports its end, and "
+            "list(dataloader) loses that"
+        )
         assert not any(e.source == "ddp-hook" for e in r.events), (
             "gradients were all-reduced: the whole loop belongs inside the LocalSGD block"
         )
@@ -298,7 +311,13 @@ def check_update_loop(loop: Callable[..., Any]) -> str:
         assert len(avgs) == len(want), (
             f"{len(avgs)} averagings in {r.updates} updates {where}; one every {k} updates + 1 at exit"
         )
-        inside = [a.updates for a in avgs if not a.on_update_boundary]
+        inside = [a for a in avgs if not a.on_update_boundary]
+        early = [a.updates for a in inside if a.before_an_update]
+        assert not early, (
+            f"averagings after updates {early} {where} ran between a window's backward and its optimizer.step(): "
+            "call local_sgd.step() after optimizer.step()"
+        )
+        inside = [a.updates for a in inside]
         assert not inside, (
             f"averagings inside an accumulation window {where}: after updates {inside}, with forwards of the "
             "next window already run"

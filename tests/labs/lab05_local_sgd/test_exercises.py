@@ -184,6 +184,18 @@ def averages_inside_the_step(model, opt, batches, H):  # after the next step's b
         _average(model)
 
 
+def averages_again_at_exit(model, opt, batches, H):  # a student's: averages at exit even right after an averaging
+    done = 0
+    for xb, yb in batches:
+        opt.zero_grad()
+        F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+        done += 1
+        if done % H == 0:
+            _average(model)
+    _average(model)
+
+
 local_sgd_flat = solution("05_local_sgd", "lsgd-from-scratch", {"torch": torch, "F": F, "dist": dist})["local_sgd_flat"]
 
 
@@ -204,6 +216,7 @@ def test_local_sgd_reference_is_private():
         (per_tensor_no_exit, r"collectives when \[4, 8\] optimizer updates were done"),
         (forgets_the_division, "differ from the reference"),
         (averages_inside_the_step, r"after updates \[4, 8\] ran after the next step's forward"),
+        (averages_again_at_exit, r"collectives after updates \[4, 8, 8\] with H=4 over 8 updates.*only if updates ran"),
     ],
 )
 def test_local_sgd_fails_wrong_loops(wrong, says):
@@ -285,3 +298,47 @@ def test_update_loop_fails_a_loop_without_accumulate():
 @pytest.mark.parametrize("attempt", [..., stub])
 def test_update_loop_not_attempted(attempt):
     assert exercises.check_update_loop(attempt) == NOT_ATTEMPTED
+
+
+def _lists_the_loader(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """A student's: the right placement, but over list(dataloader): the last, shorter window never syncs."""
+    batches = list(dataloader)
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in batches:
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(inputs), targets))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                lsgd.step()
+
+
+def test_update_loop_fails_a_listed_loader_on_the_missing_update():
+    graded_fail(
+        exercises.check_update_loop,
+        _lists_the_loader,
+        match=r"(?s)only 4 of 5 optimizer updates ran \(accumulation 3.*iterate the prepared dataloader.*hint",
+    )
+
+
+def _averages_before_the_update(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
+    """A student's: local_sgd.step() when the window syncs, but before optimizer.step()."""
+    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
+        for inputs, targets in dataloader:
+            with accelerator.accumulate(model):
+                accelerator.backward(F.cross_entropy(model(inputs), targets))
+                if accelerator.sync_gradients:
+                    lsgd.step()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+
+
+def test_update_loop_fails_an_averaging_before_the_update():
+    graded_fail(
+        exercises.check_update_loop,
+        _averages_before_the_update,
+        match=r"(?s)averagings after updates \[2, 5\] \(accumulation 2.*between a window's backward and its "
+        r"optimizer.step\(\): call local_sgd.step\(\) after optimizer.step\(\).*hint",
+    )
