@@ -46,9 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     print(read_line(args.config, model_fields(args.config)))
     print(plan.report.legend(hw))
     print(f"\nThe {min(args.top, len(fitting))} fastest plans that fit ({len(fitting)} of {len(ranked)} fit):")
-    print(plan.report.table(fitting, top=args.top) if fitting else "  none fits: more devices, or more memory")
+    print(
+        plan.report.table(fitting, top=args.top, devices=args.devices)
+        if fitting
+        else "  none fits: more devices, or more memory"
+    )
     print("\nEach strategy at its best accumulation:")
-    print(plan.report.table(plan.report.best_per_family(ranked)))
+    print(plan.report.table(plan.report.best_per_family(ranked), devices=args.devices))
     print()
     print(plan.report.left_out(shape))
     if args.figure:

@@ -112,10 +112,13 @@ def left_out(s: stepmem.Shape) -> str:
     return "\n".join(lines)
 
 
-def _row(p: Plan) -> str:
+def _row(p: Plan, devices: int | None = None) -> str:
     m = p.memory
+    name = p.strategy.name
+    if devices == 1 and p.strategy.parallel == "ddp":  # nothing to all-reduce with
+        name = "one device" + name[len("ddp") :]
     return (
-        f"{p.strategy.name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
+        f"{name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
         f"{fmt_bytes(m.activations):>11}{fmt_bytes(m.temporaries + m.gathered):>13}"
         f"{p.seconds:>10.3f}{p.comm_s:>11.3f}  {'fits' if p.fits else 'too big'}"
     )
@@ -134,17 +137,19 @@ def best_per_family(plans: Sequence[Plan]) -> list[Plan]:
     for p in plans:
         key = (p.strategy.parallel, p.strategy.h, p.strategy.stages, p.strategy.checkpointing)
         same = (p.strategy.checkpointing, p.strategy.accumulation, p.memory.peak, p.seconds, p.comm_s)
-        if key not in seen and same not in numbers:
+        if key not in seen:
             seen.add(key)
-            numbers.add(same)
-            out.append(p)
+            if same not in numbers:
+                numbers.add(same)
+                out.append(p)
     return out
 
 
-def table(plans: Sequence[Plan], *, top: int | None = None) -> str:
+def table(plans: Sequence[Plan], *, top: int | None = None, devices: int | None = None) -> str:
     """Fixed-width rows: predicted peak per device (and its parts), seconds per update and the part
-    of them not spent computing (exposed communication and a pipeline's bubble)."""
-    return "\n".join([HEADER] + [_row(p) for p in list(plans)[: top or None]])
+    of them not spent computing (exposed communication and a pipeline's bubble); with ``devices``
+    1, the ddp rows are labelled "one device"."""
+    return "\n".join([HEADER] + [_row(p, devices) for p in list(plans)[: top or None]])
 
 
 def figure(plans: Sequence[Plan], hw: Hardware, *, title: str = ""):

@@ -272,3 +272,13 @@ def test_cli_prints_what_it_read(tmp_path, capsys):
     read = next(line for line in out.splitlines() if line.startswith("read: "))
     assert "4 layers," in read and "kv 8*" in read and "ffn 11008*" in read and "positions 2048*" in read
     assert "bf16" in out.splitlines()[0]
+
+
+def test_one_device_is_not_called_ddp_and_equal_rows_go():
+    shape, hw = plan.request("gpt2", batch=8, seq=1024, devices=1, memory="24GB")
+    rows = plan.report.table(plan.rank(plan.candidates(shape, hw)), top=3, devices=1).splitlines()[1:]
+    assert all(r.startswith("one device") for r in rows)
+    shape, hw = plan.request("llama-125m", batch=64, seq=1024, devices=4, memory="24GB")
+    best = plan.report.best_per_family(plan.rank(plan.candidates(shape, hw)))
+    numbers = [(p.strategy.checkpointing, p.memory.peak, p.seconds, p.comm_s) for p in best]
+    assert len(numbers) == len(set(numbers))
