@@ -48,14 +48,15 @@ def _arch(s: Shape) -> ModuleType:
 
 def from_hf_config(config, *, batch: int, seq: int, **overrides) -> Shape:
     """A Shape from a transformers ``GPT2Config``, ``BertConfig`` or ``LlamaConfig`` (dropout and
-    attention as the config says; ``overrides`` set any other field, e.g. ``optimizer``,
+    attention as the config says; a config that sets no attention gets sdpa, what transformers
+    picks for these models; ``overrides`` set any other field, e.g. ``optimizer``,
     ``accumulation``, ``precision``).
 
     >>> from_hf_config(tiny_gpt2().config, batch=8, seq=64).layers
     2
     """
     kind = config.model_type
-    attention = getattr(config, "_attn_implementation", None) or ("sdpa" if kind == "llama" else "eager")
+    attention = getattr(config, "_attn_implementation", None) or "sdpa"
     if kind in ("gpt2", "bert"):
         fields = gpt2_bert.fields(config)
     elif kind == "llama":

@@ -46,14 +46,15 @@ def request(
     devices: int,
     memory: str | int,
     link: str = "100Gb",
-    dtype: str = "bf16",
+    dtype: str | None = None,
     optimizer: str = "adamw",
     tflops: float | None = None,
     latency_us: float = 10.0,
 ) -> tuple[stepmem.Shape, Hardware]:
     """The model's shape at the global ``batch`` and the hardware, from what a person gives
-    (a built-in name or a config file; sizes and links as strings). Bad values name their field."""
-    if dtype not in DEFAULT_TFLOPS:
+    (a built-in name or a config file; sizes and links as strings). Bad values name their field.
+    ``dtype`` None: bf16 for a Llama-style decoder, fp32 for GPT-2 and BERT (the ones modelled)."""
+    if dtype is not None and dtype not in DEFAULT_TFLOPS:
         raise ValueError(f"--dtype {dtype!r}: choose bf16 (autocast, fp32 master weights) or fp32")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"--optimizer {optimizer!r}: choose one of {OPTIMIZERS}")
@@ -66,6 +67,7 @@ def request(
             f"share; give a batch that is a multiple of {devices}"
         )
     fields = model_fields(config)
+    dtype = dtype or ("bf16" if fields["arch"] == "llama" else "fp32")
     if dtype == "bf16" and fields["arch"] != "llama":
         raise ValueError(f"--dtype bf16 is modelled for Llama-style decoders; give --dtype fp32 for {fields['arch']}")
     if fields["arch"] != "llama" and seq > fields["positions"]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from lab_utils import plan
-from lab_utils.plan.inputs import BUILTIN, DEFAULT_TFLOPS
+from lab_utils.plan.inputs import BUILTIN, DEFAULT_TFLOPS, model_fields, read_line
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--link", default="100Gb", help="between devices: 100Gb (bits/s), 25GB/s, or InfiniBand, 10GbE...")
     ap.add_argument("--latency-us", type=float, default=10.0)
-    ap.add_argument("--dtype", default="bf16", help="bf16 (autocast, fp32 master weights) or fp32")
+    ap.add_argument(
+        "--dtype", default=None, help="bf16 (autocast, fp32 master weights) or fp32; default bf16 for Llama, else fp32"
+    )
     ap.add_argument("--optimizer", default="adamw", help=f"one of {plan.OPTIMIZERS}")
     ap.add_argument(
         "--tflops", type=float, default=None, help=f"sustained TFLOP/s per device; default {DEFAULT_TFLOPS}"
@@ -40,12 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     ranked = plan.rank(plan.candidates(shape, hw))
     fitting = [p for p in ranked if p.fits]
     print(f"{args.config}: {plan.stepmem.parameters(shape) / 1e6:.0f} M parameters, batch {args.batch} x {args.seq}, "
-          f"{args.dtype}, {args.optimizer}")  # fmt: skip
+          f"{shape.precision}, {args.optimizer}")  # fmt: skip
+    print(read_line(args.config, model_fields(args.config)))
     print(plan.report.legend(hw))
     print(f"\nThe {min(args.top, len(fitting))} fastest plans that fit ({len(fitting)} of {len(ranked)} fit):")
-    print(plan.report.table(fitting, top=args.top) if fitting else "  none fits: more devices, or more memory")
+    print(
+        plan.report.table(fitting, top=args.top, devices=args.devices)
+        if fitting
+        else "  none fits: more devices, or more memory"
+    )
     print("\nEach strategy at its best accumulation:")
-    print(plan.report.table(plan.report.best_per_family(ranked)))
+    print(plan.report.table(plan.report.best_per_family(ranked), devices=args.devices))
     print()
     print(plan.report.left_out(shape))
     if args.figure:

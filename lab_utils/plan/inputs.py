@@ -149,4 +149,47 @@ def model_fields(config: str | dict) -> dict:
     cfg = AutoConfig.for_model(kind, **{k: v for k, v in config.items() if k != "model_type"})
     shape = stepmem.from_hf_config(cfg, batch=1, seq=1)
     fields = {f: getattr(shape, f) for f in ("arch", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab")}
-    return fields | dict(positions=shape.positions, tied=shape.tied, attention=shape.attention)
+    return fields | dict(positions=shape.positions, tied=shape.tied, attention=shape.attention, dropout=shape.dropout)
+
+
+# Which config.json keys set each field the planner reads, per model_type (for the "read:" line).
+_KEYS = {
+    "llama": dict(layers=["num_hidden_layers"], hidden=["hidden_size"], heads=["num_attention_heads"],
+                  kv_heads=["num_key_value_heads"], ffn=["intermediate_size"], vocab=["vocab_size"],
+                  positions=["max_position_embeddings"], tied=["tie_word_embeddings"],
+                  dropout=["attention_dropout"]),
+    "gpt2": dict(layers=["n_layer"], hidden=["n_embd"], heads=["n_head"], ffn=["n_inner"], vocab=["vocab_size"],
+                 positions=["n_positions"], tied=["tie_word_embeddings"],
+                 dropout=["attn_pdrop", "resid_pdrop", "embd_pdrop"]),
+    "bert": dict(layers=["num_hidden_layers"], hidden=["hidden_size"], heads=["num_attention_heads"],
+                 ffn=["intermediate_size"], vocab=["vocab_size"], positions=["max_position_embeddings"],
+                 tied=["tie_word_embeddings"], dropout=["hidden_dropout_prob", "attention_probs_dropout_prob"]),
+}  # fmt: skip
+
+
+def read_line(config: str | dict, fields: dict) -> str:
+    """What the planner read from ``config``, each field the file does not set marked * (a
+    transformers default, or the planner's for attention)."""
+    given = None
+    if isinstance(config, str) and config not in BUILTIN:
+        config = json.loads(Path(config).read_text())
+    if isinstance(config, dict):
+        keys = _KEYS[config["model_type"]]
+        given = {f for f, ks in keys.items() if any(k in config for k in ks)}
+        if {"_attn_implementation", "attn_implementation"} & set(config):
+            given.add("attention")
+    mark = (lambda f: "") if given is None else (lambda f: "" if f in given else "*")
+    llama = fields["arch"] == "llama"  # GPT-2's head is always tied, BERT's classifier never: no "tied"
+    kv = fields.get("kv_heads") or fields["heads"]
+    ffn = fields.get("ffn") or 4 * fields["hidden"]
+    parts = [
+        f"{fields['layers']} layers{mark('layers')}", f"hidden {fields['hidden']}{mark('hidden')}",
+        f"heads {fields['heads']}{mark('heads')}" + (f" / kv {kv}{mark('kv_heads')}" if llama else ""),
+        f"ffn {ffn}{mark('ffn')}", f"vocab {fields['vocab']}{mark('vocab')}",
+        f"positions {fields.get('positions')}{mark('positions')}",
+        *([f"tied {fields.get('tied', False)}{mark('tied')}"] if llama else []),
+        f"attention {fields['attention']}{mark('attention')}",
+        f"dropout {fields.get('dropout', 0.0):g}{mark('dropout')}",
+    ]  # fmt: skip
+    note = "" if given is None else "  (* not in the file: a default)"
+    return f"read: {fields['arch']}, " + ", ".join(parts) + note

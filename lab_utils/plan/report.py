@@ -26,6 +26,8 @@ MODELS: dict[str, str] = {
     "weights and gradients, the fp32 master in the optimizer), whose ZeRO-1/2 keep less (cost.zero_state)",
     "pipeline": "1F1B in flight p - s and the bubble (p - 1)/(m + p - 1), lab 6: the recorded order matches "
     "it exactly; the wall-clock bubble measured on 2 CPU cores is larger (stage imbalance, messages)",
+    "ddp-every-step": "DDP without no_sync: it all-reduces the gradients after every micro-batch, not once per "
+    "update (lab 3's naive loop); with K=1 it is ddp, and rows equal to one above are left out",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
     "time": "overlap model, lab 3: compared with a real shaped link (2 CPU ranks, 4 stored runs), it predicts too "
@@ -110,10 +112,13 @@ def left_out(s: stepmem.Shape) -> str:
     return "\n".join(lines)
 
 
-def _row(p: Plan) -> str:
+def _row(p: Plan, devices: int | None = None) -> str:
     m = p.memory
+    name = p.strategy.name
+    if devices == 1 and p.strategy.parallel == "ddp":  # nothing to all-reduce with
+        name = "one device" + name[len("ddp") :]
     return (
-        f"{p.strategy.name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
+        f"{name:<44}{fmt_bytes(m.peak):>11}{fmt_bytes(m.weights + m.gradients + m.optimizer):>11}"
         f"{fmt_bytes(m.activations):>11}{fmt_bytes(m.temporaries + m.gathered):>13}"
         f"{p.seconds:>10.3f}{p.comm_s:>11.3f}  {'fits' if p.fits else 'too big'}"
     )
@@ -126,20 +131,25 @@ HEADER = (
 
 
 def best_per_family(plans: Sequence[Plan]) -> list[Plan]:
-    """For each parallelism and checkpointing, the first plan of ``plans`` (which are ranked)."""
-    seen, out = set(), []
+    """For each parallelism and checkpointing, the first plan of ``plans`` (which are ranked); a
+    plan whose numbers equal a plan already kept (ddp-every-step at K=1 is ddp) is left out."""
+    seen, numbers, out = set(), set(), []
     for p in plans:
         key = (p.strategy.parallel, p.strategy.h, p.strategy.stages, p.strategy.checkpointing)
+        same = (p.strategy.checkpointing, p.strategy.accumulation, p.memory.peak, p.seconds, p.comm_s)
         if key not in seen:
             seen.add(key)
-            out.append(p)
+            if same not in numbers:
+                numbers.add(same)
+                out.append(p)
     return out
 
 
-def table(plans: Sequence[Plan], *, top: int | None = None) -> str:
+def table(plans: Sequence[Plan], *, top: int | None = None, devices: int | None = None) -> str:
     """Fixed-width rows: predicted peak per device (and its parts), seconds per update and the part
-    of them not spent computing (exposed communication and a pipeline's bubble)."""
-    return "\n".join([HEADER] + [_row(p) for p in list(plans)[: top or None]])
+    of them not spent computing (exposed communication and a pipeline's bubble); with ``devices``
+    1, the ddp rows are labelled "one device"."""
+    return "\n".join([HEADER] + [_row(p, devices) for p in list(plans)[: top or None]])
 
 
 def figure(plans: Sequence[Plan], hw: Hardware, *, title: str = ""):

@@ -243,3 +243,42 @@ def test_the_figure_shows_each_plans_parts():
     fig = plan.report.figure(plans, hw)
     assert {t.name for t in fig.data} >= {"weights", "activations", "temporaries"}
     assert len(fig.data[0].y) == len(plans)
+
+
+def test_a_config_without_attention_plans_as_sdpa_with_its_dropout(tmp_path):
+    """transformers picks sdpa for GPT-2 when nothing is set; the file's dropout is kept."""
+    from lab_utils.plan.inputs import model_fields, read_line
+
+    path = tmp_path / "gpt2.json"
+    path.write_text('{"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257}')
+    fields = model_fields(str(path))
+    assert fields["attention"] == "sdpa" and fields["dropout"] == 0.1
+    built, _ = plan.request("gpt2", batch=8, seq=1024, devices=1, memory="24GB")
+    shape, _ = plan.request(str(path), batch=8, seq=1024, devices=1, memory="24GB")
+    assert shape.precision == "fp32" and shape.attention == built.attention == "sdpa"
+    assert stepmem.predict(shape).peak > stepmem.predict(built).peak  # dropout's masks
+    line = read_line(str(path), fields)
+    assert line.startswith("read: gpt2, 12 layers,") and "ffn 3072*" in line and "attention sdpa*" in line
+
+
+def test_cli_prints_what_it_read(tmp_path, capsys):
+    from lab_utils.plan.__main__ import main
+
+    path = tmp_path / "llama.json"
+    path.write_text('{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8, '
+                    '"vocab_size": 8000}')  # fmt: skip
+    main(["--config", str(path), "--batch", "8", "--seq", "1024", "--devices", "1", "--memory", "24GB"])
+    out = capsys.readouterr().out
+    read = next(line for line in out.splitlines() if line.startswith("read: "))
+    assert "4 layers," in read and "kv 8*" in read and "ffn 11008*" in read and "positions 2048*" in read
+    assert "bf16" in out.splitlines()[0]
+
+
+def test_one_device_is_not_called_ddp_and_equal_rows_go():
+    shape, hw = plan.request("gpt2", batch=8, seq=1024, devices=1, memory="24GB")
+    rows = plan.report.table(plan.rank(plan.candidates(shape, hw)), top=3, devices=1).splitlines()[1:]
+    assert all(r.startswith("one device") for r in rows)
+    shape, hw = plan.request("llama-125m", batch=64, seq=1024, devices=4, memory="24GB")
+    best = plan.report.best_per_family(plan.rank(plan.candidates(shape, hw)))
+    numbers = [(p.strategy.checkpointing, p.memory.peak, p.seconds, p.comm_s) for p in best]
+    assert len(numbers) == len(set(numbers))

@@ -144,3 +144,42 @@ def test_scale_down_accepts_every_valid_shape():
         assert exercises.check_scale_down(right, gb) == PASSED, config
     gpt2 = _big("gpt2", batch=8, seq=512, devices=8, dtype="fp32")
     assert exercises.check_scale_down(lambda b: _small(b, b.heads), gpt2) == PASSED  # head size 1: no rotary
+
+
+def test_weight_copies_reading_kv_heads_or_ffn_raw_is_wrong():
+    """kv_heads=0 means as many as heads, ffn=0 means 4 x hidden: the third shape sets both."""
+    right = _solution("plan-copies", "bf16_weight_copies")
+
+    def raw_kv_heads(s):  # s.kv_heads, 0 for the third shape: k and v projections of width 0
+        return right(s) - (2 * s.layers * 2 * s.hidden * (s.hidden // s.heads) * s.heads if not s.kv_heads else 0)
+
+    def raw_ffn(s):  # s.ffn, 0 for the third shape: no SwiGLU matmuls
+        return right(s) - (2 * s.layers * 3 * s.hidden * s.ffn_size if not s.ffn else 0)
+
+    for wrong in (raw_kv_heads, raw_ffn):
+        graded_fail(exercises.check_weight_copies, wrong, match=r"0 kv|ffn 0|the meter measures")
+
+
+def test_cheapest_fit_raises_when_nothing_fits():
+    right = _solution("plan-fit", "cheapest_fit")
+
+    def never_raises(shape, budget):  # the largest K with checkpointing, even when it does not fit
+        try:
+            return right(shape, budget)
+        except ValueError:
+            return shape.batch, True
+
+    graded_fail(exercises.check_cheapest_fit, never_raises, match="raise ValueError")
+
+
+def test_not_attempted_line_names_the_section_not_the_answer(capsys):
+    from lab_utils.checks import NOT_ATTEMPTED
+
+    def stub(*args):
+        raise NotImplementedError
+
+    for grade, args in ((exercises.check_weight_copies, (stub,)), (exercises.check_cheapest_fit, (stub,))):
+        assert grade(*args) == NOT_ATTEMPTED
+        line = capsys.readouterr().out
+        assert "hint: reread section" in line and "autocast every matmul" not in line and "divides" not in line
+        assert len(line) < 140, line
