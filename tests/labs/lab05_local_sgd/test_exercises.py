@@ -302,16 +302,7 @@ def test_update_loop_not_attempted(attempt):
 
 def _lists_the_loader(accelerator, model, optimizer, scheduler, dataloader, local_sgd_steps):
     """A student's: the right placement, but over list(dataloader): the last, shorter window never syncs."""
-    batches = list(dataloader)
-    with LocalSGD(accelerator=accelerator, model=model, local_sgd_steps=local_sgd_steps, enabled=True) as lsgd:
-        for inputs, targets in batches:
-            with accelerator.accumulate(model):
-                accelerator.backward(F.cross_entropy(model(inputs), targets))
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-            if accelerator.sync_gradients:
-                lsgd.step()
+    exercises._update_loop_reference(accelerator, model, optimizer, scheduler, list(dataloader), local_sgd_steps)
 
 
 def test_update_loop_fails_a_listed_loader_on_the_missing_update():
