@@ -152,10 +152,14 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
         groups = -(-n // k)
         plan = [(s, min(s + k, n), "full") for s in range(0, n, k)]
         want, want_calls = _kept_and_reruns(model, x, lambda plan=plan: _run_plan(model, x, plan))
-        with _explained_checkpoint_errors("call checkpoint(group, h, use_reentrant=False) on each group once"):
+        with (
+            _explained_checkpoint_errors("call checkpoint(group, h, use_reentrant=False) on each group once"),
+            _torch_checkpoint_spies() as spies,
+        ):
             got = _grads(model, lambda k=k: forward_every_k(model, x, k))
             _same_grads(got, ref, f"k={k}")
             kept, calls = _kept_and_reruns(model, x, lambda k=k: forward_every_k(model, x, k))
+        reentrant = spies["checkpoint(use_reentrant=True)"].called
         assert kept == want, (
             f"k={k}: the forward keeps {fmt_bytes(kept)} for backward; {groups} checkpointed groups of "
             f"{k} blocks keep {fmt_bytes(want)} (their inputs, the batch excluded)"
@@ -165,7 +169,13 @@ def check_every_k(forward_every_k: Callable[[nn.Sequential, torch.Tensor, int], 
             f"({sum(calls.values())} calls re-run, expected {sum(want_calls.values())})"
         )
         out.append(f"k={k}: {fmt_bytes(kept)} kept")
-    return ", ".join(out) + ", same gradients"
+    note = (
+        " (use_reentrant=True: right here only because your input requires grad; torch's docstring "
+        "recommends use_reentrant=False, which needs no such step)"
+        if reentrant
+        else ""
+    )
+    return ", ".join(out) + ", same gradients" + note
 
 
 @grader(
@@ -198,7 +208,15 @@ def check_hooks(checkpoint_fn: Callable[[Callable, torch.Tensor], torch.Tensor])
             f"after the forward {fmt_bytes(kept)} of activations are still in memory (plain autograd keeps "
             f"{fmt_bytes(plain)}): pack must not hold on to the tensor"
         )
-        _loss(y).backward()
+        try:
+            _loss(y).backward()
+        except IndexError as err:  # the replay saved fewer tensors than the forward's pack numbered
+            raise AssertionError(
+                f"in backward your unpack raised IndexError ({err}): an index pack returned is not among the "
+                "tensors the replay collected. If the replay collected none: autograd runs backward with grad "
+                "mode off, and replayed ops save nothing unless the replay runs under torch.enable_grad(); "
+                "otherwise, pack must number the tensors from 0 in the order they are saved"
+            ) from None
     leaves = [n for n, m in model.named_modules() if n and not list(m.children())]
     reruns = {n: calls.recomputed[n] for n in leaves}
     assert all(r == 1 for r in reruns.values()), (
@@ -262,8 +280,9 @@ def _best_cached(model: nn.Sequential, x: torch.Tensor, census: list[CensusRow],
     "ckpt-policy",
     "a policy under a byte budget",
     hint="reread 'Which outputs to keep: FLOPs per byte' and 'A cache nobody reads': take the census rows with "
-    "FLOPs from the most FLOPs per byte down, skip the block's last product (the replay never reaches it) and any "
-    "row that does not fit in what is left of the budget (skip it and go on), and save exactly those keys",
+    "FLOPs from the most FLOPs per byte down, skip the block's last product (the largest index: the replay never "
+    "reaches it) and any row that does not fit in what is left of the budget (skip it and go on), and save "
+    "exactly those keys",
 )
 def check_policy(budget_policy: Callable[[list[CensusRow], int], Policy]) -> str:
     model = transformer_chain(n_blocks=2, d_model=32, n_heads=4, seed=0)

@@ -61,6 +61,26 @@ def test_every_k_rejects_reentrant_checkpoint():
     assert "gradients are missing" in failed(exercises.check_every_k, reentrant)
 
 
+def reentrant_input_requires_grad(blocks, x, k):  # HF's enable_input_require_grads trick: right, and said so
+    x = x.detach().requires_grad_()
+    for s in range(0, len(blocks), k):
+        x = checkpoint(blocks[s : s + k], x, use_reentrant=True)
+    return x
+
+
+def test_every_k_passes_reentrant_with_an_input_that_requires_grad_and_says_so(capsys):
+    assert exercises.check_every_k(reentrant_input_requires_grad) == PASSED
+    assert "use_reentrant=True: right here only because" in capsys.readouterr().out
+    assert exercises.check_every_k(every_k_plain) == PASSED
+    assert "use_reentrant=True" not in capsys.readouterr().out
+
+
+def every_k_plain(blocks, x, k):
+    for s in range(0, len(blocks), k):
+        x = checkpoint(blocks[s : s + k], x, use_reentrant=False)
+    return x
+
+
 def test_every_k_has_no_ready_made_answer_in_the_library():
     # the grader's reference is private; no module of the lab's package exports a chain runner
     from lab_utils.labs import lab01_checkpointing as checkpointing
@@ -98,6 +118,28 @@ def recomputes_per_tensor(fn, x):
 
     with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
         return fn(x)
+
+
+def replays_without_grad_mode(fn, x):
+    """Replays fn in backward without torch.enable_grad(): the replay saves nothing."""
+    count, rebuilt = [0], []
+
+    def pack(t):
+        count[0] += 1
+        return count[0] - 1
+
+    def unpack(i):
+        if not rebuilt:
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: rebuilt.append(t) or t, lambda t: t):
+                fn(x)
+        return rebuilt[i]
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        return fn(x)
+
+
+def test_hooks_explains_a_replay_without_grad_mode():
+    failed(exercises.check_hooks, replays_without_grad_mode, match="grad mode off.*torch.enable_grad")
 
 
 def test_hooks_rejects_keeping_the_tensors():
