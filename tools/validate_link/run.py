@@ -142,6 +142,7 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
             "forward_s": stamped.forward_s,
             "backward_s": stamped.backward_s,
             "buckets": len(stamped.buckets),
+            "bucket_list": [asdict(b) for b in stamped.buckets],  # ready_s, nbytes, op: the model anew
             "optimizer_s": opt,
             "grad_bytes": sum(b.nbytes for b in stamped.buckets),
         },  # fmt: skip

@@ -33,8 +33,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lab_utils.netmodel import Bucket, Contention, Link, MicroStep, naive_update_seconds, no_sync_update_seconds
+
 __all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "runs", "signed", "headline",
-           "reruns", "noise_floor", "carried", "table", "PARTS", "misses"]  # fmt: skip
+           "reruns", "noise_floor", "carried", "predicted", "table", "PARTS", "misses"]  # fmt: skip
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
@@ -197,6 +199,37 @@ def carried(calibration: Result, target: Result) -> list[float]:
         if (a.k, a.loop) != (b.k, b.loop) or abs(a.rate_mbit / b.rate_mbit - 1) > 0.02:
             raise ValueError(f"points differ: {a.rate_mbit:.0f}/{a.k}/{a.loop} vs {b.rate_mbit:.0f}/{b.k}/{b.loop}")
         errors.append(b.model_s * a.contended_s / a.model_s / b.measured_s - 1)
+    return errors
+
+
+def predicted(calibration: Result, target: Result) -> list[float]:
+    """``target``'s timed loops predicted from ``calibration``'s link and contention, each point's
+    signed error (model / measured - 1).
+
+    From ``target`` only what its run set or timed without a link: the stamped micro-step (its
+    buckets' ready times and sizes, ``micro["bucket_list"]``, stored since 2026-12-02), each link's
+    compute-only rescale, the tbf rate, K and the optimizer step. From ``calibration``, link by link
+    (same index: the runs share ``Config.rounds``): the bandwidth as a fraction of the tbf rate, the
+    per-bucket latency and the contention. Calibrating a run with itself gives its own
+    "+ contention" model."""
+    if "bucket_list" not in target.micro:
+        raise ValueError(f"the run of {target.when} stored no bucket ready times: it cannot be predicted anew")
+    if calibration.config.get("rounds") != target.config.get("rounds") or len(calibration.links) != len(target.links):
+        raise ValueError("the two runs have different link configs: their links do not pair up")
+    buckets = [Bucket(**b) for b in target.micro["bucket_list"]]
+    stamped = MicroStep(target.micro["forward_s"], target.micro["backward_s"], buckets)
+    opt, fns = target.micro["optimizer_s"], {"naive": naive_update_seconds, "no_sync": no_sync_update_seconds}
+    errors = []
+    for p in target.points:
+        i = next(j for j, lk in enumerate(target.links) if lk["rate_mbit"] == p.rate_mbit)
+        cal, own = calibration.links[i], target.links[i]
+        f = own["compute_scale"]
+        micro = MicroStep(stamped.forward_s * f, stamped.backward_s * f,
+                          [Bucket(b.ready_s * f, b.nbytes, b.op) for b in buckets])  # fmt: skip
+        efficiency = cal["beta_Bps"] / (cal["rate_mbit"] * 1e6 / 8)
+        link = Link("predicted", cal.get("bucket_alpha_s", cal["alpha_s"]), efficiency * p.rate_mbit * 1e6 / 8)
+        model = fns[p.loop](micro, p.k, link, 2, optimizer_s=opt, contention=Contention(*cal["contention"]))
+        errors.append(model / p.measured_s - 1)
     return errors
 
 
