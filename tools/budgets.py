@@ -22,10 +22,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import ledger
+from tools.ledger import FURTHER
+
 __all__ = ["Budget", "LIMITS", "core_cells", "measure", "over", "main"]
 
-LABS = Path(__file__).resolve().parent.parent / "labs"
-FURTHER = re.compile(r"^#{1,3}\s+Going further", re.M)
 CHECK_CALL = re.compile(r"(?<![\w.])check\(")
 FIELDS = re.compile(r"\s{2,}")
 FIGURES = ("image/png", "image/svg+xml", "application/vnd.plotly.v1+json", "application/vnd.jupyter.widget-view+json")
@@ -46,12 +47,14 @@ class Budget:
 
 
 def core_cells(nb: dict) -> list[dict]:
-    """The cells before the first "Going further" heading (all of them when there is none)."""
+    """The cells before the first "Going further" heading (all of them when there is none); the
+    heading's own cell counts up to the heading (a summary written above it is read in the core)."""
     cells = nb["cells"]
-    for i, c in enumerate(cells):
-        if c["cell_type"] == "markdown" and FURTHER.search("".join(c["source"])):
-            return cells[:i]
-    return cells
+    i = ledger.further_start(cells)
+    if i == len(cells):
+        return cells
+    head = "".join(cells[i]["source"])[: FURTHER.search("".join(cells[i]["source"])).start()]
+    return cells[:i] + ([dict(cells[i], source=head)] if head.strip() else [])
 
 
 def _stdout(cell: dict) -> str:
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.budgets", description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", type=Path)
     args = ap.parse_args(argv)
-    paths = args.notebooks or sorted(p for p in LABS.glob("[0-9][0-9]_*/[0-9][0-9]_*.ipynb") if p.stem == p.parent.name)
+    paths = args.notebooks or ledger.notebooks()
     head = ("lab", "words", "code lines", "longest out", "columns", "check()", "✓ stored")
     print(f"{head[0]:<28}" + "".join(f"{h:>12}" for h in head[1:]))
     for p in paths:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Claim", "CheckCall", "Ledger", "read", "check_calls", "problems", "main"]
+__all__ = ["Claim", "CheckCall", "Ledger", "read", "check_calls", "problems", "further_start", "notebooks", "main"]
 
 LABS = Path(__file__).resolve().parent.parent / "labs"
 CORE_TITLE = "What this lab shows"
@@ -77,7 +77,8 @@ def _items(text: str, title: str) -> list[Claim]:
     return [Claim(i, " ".join(t), "source:" in " ".join(t).lower()) for i, t in claims]
 
 
-def _further_start(cells: list[dict]) -> int:
+def further_start(cells: list[dict]) -> int:
+    """The index of the first markdown cell with a "Going further" heading (len(cells) if none)."""
     for i, c in enumerate(cells):
         if c["cell_type"] == "markdown" and FURTHER.search(_source(c)):
             return i
@@ -88,7 +89,7 @@ def read(nb: dict) -> Ledger:
     """The notebook's ledgers: the core's (in the markdown before its first code cell) and
     Going further's (in its markdown)."""
     cells = nb["cells"]
-    start = _further_start(cells)
+    start = further_start(cells)
     ledger = Ledger()
     for i, c in enumerate(cells):
         if c["cell_type"] != "markdown":
@@ -108,7 +109,7 @@ def _parseable(source: str) -> str:
 def check_calls(nb: dict) -> list[CheckCall]:
     """Every ``check(...)`` call in the notebook's code cells, with its literal ``claim=``."""
     cells = nb["cells"]
-    start = _further_start(cells)
+    start = further_start(cells)
     calls = []
     for i, c in enumerate(cells):
         if c["cell_type"] != "code":

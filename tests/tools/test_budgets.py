@@ -28,3 +28,15 @@ def test_counts_the_core_and_stops_at_going_further(tmp_path):
     b = budgets.measure(path)
     assert (b.words, b.code_lines, b.check_calls, b.ticks) == (7, 2, 1, 1)
     assert (b.longest_printout, b.widest_printout) == (2, len("second line that is wider"))
+
+
+def test_a_summary_above_the_going_further_heading_in_its_cell_counts(tmp_path):
+    cell = {
+        "cell_type": "markdown",
+        "metadata": {},
+        "source": "## Summary\n\nthree more words\n\n## Going further\n\nnot these",
+    }
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": "# Lab\n\nfive words of prose here"}, cell]}
+    path = tmp_path / "99_demo.ipynb"
+    path.write_text(json.dumps(nb))
+    assert budgets.measure(path).words == 7 + 5
