@@ -3,8 +3,10 @@
 Right after a lab's last ``setup`` cell, nbval runs these extra cells in the lab's kernel:
 
 1. each exercise with its solution filled in, then its check cell, which must print ✓;
-2. exercise 1 answered wrongly, then its check: it must print ✗ with a hint, without raising
-   (a wrong answer does not stop Run All);
+2. exercise 1 answered with code that raises (or a junk value), then its check: it must print ✗
+   with a hint, without raising (a broken answer does not stop Run All). What each grader
+   measures is proven by the lab's own tests, with plausible wrong answers
+   (``tests/labs/labNN_*/test_exercises.py``);
 3. exercise 2 back to its stub, then its check: it must print ○ "not attempted".
 
 The lab's own cells then run as shipped: each exercise cell redefines its stub before its check,
@@ -43,7 +45,8 @@ _NOT_ATTEMPTED = (
 
 
 def wrong(student: str) -> str:
-    """An exercise cell answered wrongly: the stub's body raises an error, its values are junk."""
+    """An exercise cell answered with code that raises, or with a junk value: it tests that a broken
+    answer prints ✗ and a hint and lets Run All go on, not what the grader measures."""
     return student.replace("raise NotImplementedError()", 'raise RuntimeError("a wrong answer")').replace(
         "...  # YOUR ANSWER HERE", "object()  # a wrong answer"
     )

@@ -36,7 +36,7 @@ from pathlib import Path
 from lab_utils.netmodel import Bucket, Contention, Link, MicroStep, naive_update_seconds, no_sync_update_seconds
 
 __all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "runs", "signed", "headline",
-           "reruns", "noise_floor", "carried", "predicted", "table", "PARTS", "misses"]  # fmt: skip
+           "reruns", "noise_floor", "predicted", "cross_predictions", "table", "PARTS", "misses"]  # fmt: skip
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
@@ -185,23 +185,6 @@ def noise_floor(result: Result) -> float:
     return max(abs(one[r, "naive"] / one[r, "no_sync"] - 1) for r, loop in one if loop == "naive")
 
 
-def carried(calibration: Result, target: Result) -> list[float]:
-    """``target``'s points predicted with ``calibration``'s contention, each point's signed error.
-
-    The contention term enters as the factor it added to ``calibration``'s same point (same link
-    index, K and loop): ``target``'s plain model (its own micro-step and link) times
-    ``contended / model`` of ``calibration``. Both runs must share the config and link speeds
-    (within 2 %)."""
-    if calibration.config != target.config or len(calibration.points) != len(target.points):
-        raise ValueError("the two runs have different configs: their points do not pair up")
-    errors = []
-    for a, b in zip(calibration.points, target.points):
-        if (a.k, a.loop) != (b.k, b.loop) or abs(a.rate_mbit / b.rate_mbit - 1) > 0.02:
-            raise ValueError(f"points differ: {a.rate_mbit:.0f}/{a.k}/{a.loop} vs {b.rate_mbit:.0f}/{b.k}/{b.loop}")
-        errors.append(b.model_s * a.contended_s / a.model_s / b.measured_s - 1)
-    return errors
-
-
 def predicted(calibration: Result, target: Result) -> list[float]:
     """``target``'s timed loops predicted from ``calibration``'s link and contention, each point's
     signed error (model / measured - 1).
@@ -231,6 +214,14 @@ def predicted(calibration: Result, target: Result) -> list[float]:
         model = fns[p.loop](micro, p.k, link, 2, optimizer_s=opt, contention=Contention(*cal["contention"]))
         errors.append(model / p.measured_s - 1)
     return errors
+
+
+def cross_predictions(results: Sequence[Result]) -> dict[tuple[str, str], list[float]]:
+    """Every run that stored its buckets' ready times, predicted anew (``predicted``) from each
+    other run of the same apparatus (rounds of the real buckets: a ``round_s`` per link), with the
+    overlap model as it is now: {(target's when, calibration's when): signed errors}."""
+    same = [r for r in results if all("round_s" in lk for lk in r.links)]
+    return {(t.when, c.when): predicted(c, t) for t in same if "bucket_list" in t.micro for c in same if c is not t}
 
 
 def _terms(p: dict) -> dict:

@@ -72,11 +72,27 @@ def test_every_stored_run_loads_oldest_first_the_lab_s_last():
     assert all(r.config == runs[-1].config for r in runs)
 
 
-def test_a_run_carrying_its_own_contention_is_its_contended_model():
+def test_a_run_predicted_from_itself_is_its_contended_model():
+    # recomputed from the stored inputs (buckets, link, contention) with the model as it is now,
+    # it gives what run.py computed when the run was recorded
     run = reallink.load()
-    assert reallink.carried(run, run) == pytest.approx([p.contended_error for p in run.points])
-    with pytest.raises(ValueError, match="points differ"):
-        reallink.carried(reallink.runs()[0], run)  # other link speeds
+    assert "bucket_list" in run.micro
+    assert reallink.predicted(run, run) == pytest.approx([p.contended_error for p in run.points], abs=1e-12)
+
+
+def test_runs_without_bucket_times_calibrate_but_cannot_be_predicted():
+    old, new = reallink.runs()[0], reallink.load()
+    assert len(reallink.predicted(old, new)) == len(new.points)
+    with pytest.raises(ValueError, match="no bucket ready times"):
+        reallink.predicted(new, old)
+
+
+def test_cross_predictions_pair_each_new_run_with_every_other_run_of_its_apparatus():
+    runs = reallink.runs()
+    same = [r.when for r in runs if all("round_s" in lk for lk in r.links)]
+    targets = [r.when for r in runs if "bucket_list" in r.micro]
+    got = reallink.cross_predictions(runs)
+    assert sorted(got) == sorted((t, c) for t in targets for c in same if c != t)
 
 
 def test_noise_floor_and_headline():
