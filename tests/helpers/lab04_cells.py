@@ -10,11 +10,9 @@ in a namespace that is not an importable module, so ``launch`` sends them by val
 
 from __future__ import annotations
 
-import ast
 from typing import Any
 
-import nbformat
-
+from tests.helpers.cells import notebook_functions
 from tools.solutions import LABS
 
 NOTEBOOK = LABS / "04_trainer_to_accelerator" / "04_trainer_to_accelerator.ipynb"
@@ -23,18 +21,4 @@ TINY = dict(batch_size=4, grad_accum=2)  # 32 sequences: 8 micro-batches, 4 upda
 
 def lab_functions(*names: str) -> dict[str, Any]:
     """A namespace holding the lab's setup and the functions ``names`` as the notebook defines them."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    ns: dict[str, Any] = {"__name__": "lab04_cells"}
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    for cell in code:
-        if "setup" in cell.metadata.get("tags", []):
-            exec(compile(cell.source, f"<{NOTEBOOK.name} setup>", "exec"), ns)
-    found = set()
-    for cell in code:
-        for node in ast.parse(cell.source).body:
-            if isinstance(node, ast.FunctionDef) and node.name in names:
-                exec(compile(ast.Module([node], type_ignores=[]), f"<{NOTEBOOK.name} {node.name}>", "exec"), ns)
-                found.add(node.name)
-    missing = set(names) - found
-    assert not missing, f"{NOTEBOOK.name} defines no {sorted(missing)}"
-    return ns
+    return notebook_functions(NOTEBOOK.parent.name, *names)

@@ -1,7 +1,8 @@
 """The large-batch reference that accumulation imitates: what the exercise graders compare with.
 
 Each window of ``k`` micro-batches is concatenated into one batch: one forward, one backward, one
-step on its mean loss. The lab's ``large_batch`` cell is checked equal to this copy.
+step on its mean loss. The lab's ``large_batch`` cell is checked equal to this copy
+(``tests/labs/lab02_accumulation/test_reference.py``).
 """
 
 from __future__ import annotations
