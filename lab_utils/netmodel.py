@@ -21,9 +21,10 @@ goes on; transfers go one at a time in ready order:
     start_i = max(ready_i, end_{i-1})            end_i = start_i + collective_seconds(op_i, n_i, p, link)
     step    = max(backward_s, end_last)          # then the optimizer, which needs every gradient
 
-Lab 3 compares it with a real shaped link (``tools/validate_link``): in each of its stored runs the
-model predicted too little on average (2 ranks; not at every point, so a likely underestimate of a
-communication-heavy loop's cost, not a bound and not a validated estimate; the contention term
+Lab 3 compares it with a real shaped link (``tools/validate_link``, 2 ranks): in each of its stored
+runs, and for each run predicted from another run's link and contention (``reallink.predicted``),
+the model predicted too little on average, though not at every point: a likely underestimate of a
+communication-heavy loop's cost, not a bound and not a validated estimate (the contention term
 below brings it closer). Overlap is not free: the
 backward and a transfer share the machine, and ``Contention`` (measured, not guessed) slows
 overlapping compute by ``1 + compute`` and overlapping transfers by ``1 + comm``; the default
