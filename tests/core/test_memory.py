@@ -144,6 +144,25 @@ def test_a_new_storage_at_a_freed_address_is_counted():
     del z
 
 
+def test_a_new_storage_at_an_address_whose_first_storage_still_lives_is_counted():
+    """FSDP2 frees a gathered weight by resizing its storage to 0 bytes: the storage object lives on
+    (its parameter holds it) while the allocator hands its address to a new activation. Made certain
+    here with two storages over one numpy buffer, both alive: a meter that knew storages by their
+    address would count the second as already seen."""
+    import numpy as np
+
+    buf = np.ones(1024, dtype=np.float32)
+    x = torch.ones(1024, requires_grad=True)
+    first = torch.from_numpy(buf)
+    with SavedTensorMeter() as meter:
+        y = x * first
+        second = torch.from_numpy(buf)  # a second storage object at the same address, the first alive
+        assert second.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        z = x * second
+    assert [r.nbytes for r in meter.records] == [4096, 4096]
+    del y, z
+
+
 def test_a_storage_saved_twice_while_alive_counts_once():
     x = torch.ones(1024, requires_grad=True)
     a = torch.ones(1024)

@@ -64,7 +64,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     # ckpt-half (Going further)
     Mutation("saved-bytes identity", "lab_utils/memory/__init__.py", "key = storage._cdata  #",
              "key = storage.data_ptr()  #", "a saved storage known by its address: one FSDP2 freed and reused counts 0",
-             ("tests/labs/lab07_fsdp/test_saved_meter.py",), claims=("07/ckpt-half",)),
+             ("tests/core/test_memory.py::test_a_new_storage_at_an_address_whose_first_storage_still_lives_is_counted",
+              "tests/labs/lab07_fsdp/test_saved_meter.py"), claims=("07/ckpt-half",)),
     Mutation("lab 7 blocks not checkpointed", NB, "        model[i] = Checkpointed(block)",
              "        Checkpointed(block)", "checkpoint_blocks builds the wrappers, leaves the plain blocks in place",
              (NB,), claims=("07/ckpt-half",)),

@@ -3,7 +3,8 @@ gathered weights after its forward and the allocator hands those addresses to la
 The meter must count what a reference count keyed by the storages themselves (every saved tensor
 held alive, so no address can be reused) counts, forward after forward. An address is reused in
 about half of the forwards here (measured: 0-2 per forward), so 12 forwards on 2 ranks all but
-surely meet the case."""
+surely meet the case (the test fails if none does); tests/core/test_memory.py makes it certain
+without FSDP2."""
 
 from __future__ import annotations
 
