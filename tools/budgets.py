@@ -30,7 +30,7 @@ __all__ = ["Budget", "LIMITS", "core_cells", "measure", "over", "main"]
 CHECK_CALL = re.compile(r"(?<![\w.])check\(")
 FIELDS = re.compile(r"\s{2,}")
 FIGURES = ("image/png", "image/svg+xml", "application/vnd.plotly.v1+json", "application/vnd.jupyter.widget-view+json")
-LIMITS = {"words": 2100, "code_lines": 320, "longest_printout": 20, "table_columns": 8}  # 8: a label + 7
+LIMITS = {"words": 2000, "code_lines": 320, "longest_printout": 20, "table_columns": 8}  # 8: a label + 7
 
 
 @dataclass(frozen=True)
