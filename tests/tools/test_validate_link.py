@@ -119,5 +119,6 @@ def test_a_new_run_keeps_the_one_it_replaces(tmp_path):
     assert run.keep_previous(out) is None  # nothing there yet
     out.write_text(reallink.load().to_json())
     kept = run.keep_previous(out)
-    assert kept.name == "real_link.2026-12-01-2331.json" and kept.read_text() == out.read_text()
+    when = reallink.load().when  # "2026-12-02 12:13 UTC" -> real_link.2026-12-02-1213.json
+    assert kept.name == f"real_link.{when[:10]}-{when[11:13]}{when[14:16]}.json" and kept.read_text() == out.read_text()
     assert kept.match("real_link.*.json")  # the pattern reallink.runs() reads
