@@ -9,13 +9,14 @@ from lab_utils.memory import fmt_bytes, stepmem
 from lab_utils.plan.cost import Plan
 from lab_utils.plan.inputs import Hardware
 
-__all__ = ["MODELS", "table", "best_per_family", "figure", "legend", "left_out"]
+__all__ = ["MODELS", "SHORT", "table", "best_per_family", "figure", "legend", "left_out"]
 
 # What each number rests on: the lab that compared the model with a measurement, and the error it found.
 MODELS: dict[str, str] = {
-    "memory": "stepmem, labs 1 and 8: Llama-style decoders' peak within 4 % of the meters on shapes the fit "
-    "never saw; a real CPU step's process peak (VmHWM) at 125 M parameters -0.4 % (fp32) and -0.2 % (bf16); "
-    "BERT-large's shape within 0.3 % (lab 1); on GPUs not yet compared by a run of ours; at scale, "
+    "memory": "stepmem, labs 1 and 8: a Llama step on a CPU, fp32 and under bf16 autocast, its activations within "
+    "1 % and its peak within 5 % of the meters (lab 8's checks; the temporaries are a model fitted on small shapes "
+    "and checked on others); GPT-2 and BERT shapes against the meters in the tests; on GPUs not yet compared by a "
+    "run of ours; at scale, "
     "torchtitan's published Llama 3.1 8B FSDP runs on 8 and 128 H100 (reserved peaks 82.4 and 67.0 GiB): "
     "this plan is 16 and 17 GiB above them; with a count of torchtitan's layer policy in place of "
     "stepmem's layers (so no test of those) and FSDP2's bf16 gathers, the planner's state, logits, loss and "
@@ -30,10 +31,10 @@ MODELS: dict[str, str] = {
     "update (lab 3's naive loop); with K=1 it is ddp, and rows equal to one above are left out",
     "selective/offload": "lab 1's policies restated for these models, not measured on them; selective's "
     "recompute assumed 4 % of the compute; offload's two copies per byte at 25 GB/s, not overlapped (lab 1)",
-    "time": "overlap model, lab 3: compared with a real shaped link (2 CPU ranks, 4 stored runs), it predicts too "
-    "little on average (mean signed error -10 to -18 % per run; single points up to 5 % too high), so these times "
-    "likely underestimate the naive loop's cost (not a bound; other rank counts untested), and this plan does not "
-    "apply the measured contention term; "
+    "time": "overlap model, lab 3: compared with a real shaped link (2 CPU ranks; every stored run, and runs "
+    "predicted from another run's link and contention), it predicts too little on average, not at every point, "
+    "so these times likely underestimate the naive loop's cost (not a bound; other rank counts untested), and "
+    "this plan does not apply the measured contention term; "
     "FSDP's traffic 1.5 x DDP's (lab 7, counted exactly); "
     "local SGD averages once every H updates (lab 5: it changes the loss curve)",
     "compute": "an assumption, not a measurement: FLOPs / the sustained TFLOP/s given (--tflops), at the same rate "
@@ -43,8 +44,20 @@ MODELS: dict[str, str] = {
 }
 
 
-def legend(hw: Hardware) -> str:
-    """The lines that say what every number is."""
+# The same, one short line each (a notebook's printout); ``legend(hw)`` gives them in full.
+SHORT: dict[str, str] = {
+    "memory": "stepmem: a CPU step's activations within 1 %, its peak within 5 % (lab 8); GPUs untested",
+    "sharding": "ZeRO-1/2/FSDP bytes per rank as counted on lab 7's ranks, in the autocast layout",
+    "pipeline": "1F1B in flight and the fill-drain bubble (lab 6's recorded order); wall clocks idle more",
+    "ddp-every-step": "the naive loop: an all-reduce after every micro-batch (lab 3)",
+    "selective/offload": "lab 1's policies restated for these models, not measured on them",
+    "time": "lab 3's overlap model, low on average against a real link (a likely underestimate)",
+    "compute": "FLOPs / the TFLOP/s given: an assumption, not a measurement",
+}
+
+
+def legend(hw: Hardware, *, short: bool = False) -> str:
+    """The lines that say what every number is (``short``: one line per model, ``SHORT``)."""
     lines = [
         f"All numbers are PREDICTED for {hw.devices} device(s) of {fmt_bytes(hw.memory)}, link {hw.link.name} "
         f"({hw.link.bandwidth_Bps * 8 / 1e9:g} Gbit/s, {hw.link.latency_s * 1e6:g} us), {hw.tflops:g} TFLOP/s "
@@ -52,7 +65,9 @@ def legend(hw: Hardware) -> str:
     ]
     if hw.memory_note:
         lines.append(f"  {hw.memory_note}")
-    lines += [f"  {k}: {v}" for k, v in MODELS.items()]
+    lines += [f"  {k}: {v}" for k, v in (SHORT if short else MODELS).items()]
+    if short:
+        lines.append("  (each in full, with its measured error: plan.report.legend(hw))")
     return "\n".join(lines)
 
 

@@ -224,16 +224,23 @@ def test_the_command_reads_a_config_file_and_prints_predictions(tmp_path, capsys
     assert f"+{plan.report.fmt_bytes(stepmem.parameters(shape) * 4)} per device" in left
 
 
-def test_the_legend_quotes_lab_3s_stored_runs():
+def test_the_short_legend_names_every_model_in_one_line_each():
+    hw = plan.request("llama-125m", batch=16, seq=512, devices=4, memory="8GB")[1]
+    assert set(plan.report.SHORT) == set(plan.report.MODELS)
+    lines = plan.report.legend(hw, short=True).splitlines()
+    assert all(f"  {k}: " in "\n".join(lines) for k in plan.report.SHORT)
+    assert max(len(line) for line in lines[1:]) <= 110 and len(lines) < len(plan.report.legend(hw).splitlines()) + 2
+
+
+def test_the_legend_says_what_lab_3s_runs_show():
     from lab_utils.labs.lab03_ddp import reallink
 
     said = plan.report.MODELS["time"]
     runs = reallink.runs()
-    means = [sum(p.error for p in r.points) / len(r.points) for r in runs]
-    assert f"{len(runs)} stored runs" in said
-    assert f"mean signed error {100 * max(means):.0f} to {100 * min(means):.0f} % per run" in said
-    worst_high = max(p.error for r in runs for p in r.points)  # the model is low on average, not at every point
-    assert worst_high > 0 and f"single points up to {100 * worst_high:.0f} % too high" in said
+    errors = [[p.error for p in r.points] for r in runs] + list(reallink.cross_predictions(runs).values())
+    assert reallink.cross_predictions(runs), "no run was predicted from another's calibration"
+    assert all(sum(e) < 0 for e in errors) and "too little on average" in said
+    assert any(x > 0 for e in errors for x in e) and "not at every point" in said
     assert "likely underestimate" in said and "not a bound" in said and "lower bound" not in said
 
 
