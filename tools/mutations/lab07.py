@@ -31,12 +31,11 @@ MUTATIONS: tuple[Mutation, ...] = (
              "        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)\n",
              "", "shard wraps the root only: one unit for the whole model", (NB,), claims=("07/fsdp2-traffic",)),
     # zero-paper
-    Mutation("paper step sum", "lab_utils/labs/lab07_fsdp/zero.py", "    mine /= world\n", "",
+    Mutation("paper step sum", NB, "    piece.grad = mine / world ", "    piece.grad = mine ",
              "the reduce-scatter's sum stepped as if it were the mean over ranks",
-             ("tests/labs/lab07_fsdp/test_zero.py",), claims=("07/zero-paper",)),
-    Mutation("paper step slice", "lab_utils/labs/lab07_fsdp/zero.py",
-             "flat_params[rank * chunk : (rank + 1) * chunk]", "flat_params[:chunk]",
-             "every rank steps the first slice, not its own", ("tests/labs/lab07_fsdp/test_zero.py",),
+             ("tests/labs/lab07_fsdp/test_zero.py", NB), claims=("07/zero-paper",)),
+    Mutation("paper step slice", NB, "[rank * n : (rank + 1) * n]", "[:n]",
+             "every rank steps the first slice, not its own", ("tests/labs/lab07_fsdp/test_zero.py", NB),
              claims=("07/zero-paper",)),
     # accum-exact, accum-trade
     Mutation("lab 7 sync toggle", NB, "set_requires_gradient_sync(i == k - 1)",

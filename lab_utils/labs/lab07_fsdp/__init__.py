@@ -5,7 +5,6 @@ figures and exercise checks.
     fsdp.holdings.rank_bytes(model, optimizer)        # bytes this rank holds, measured
     fsdp.holdings.zero_bytes(p_bytes, world_size=4, stage=3)   # the ZeRO formula
     fsdp.traffic.per_op(counter.events)               # all-gathers / reduce-scatters counted
-    fsdp.zero.paper_step(model, x, y, lr=1e-3)        # the ZeRO paper's stage-1/2 step
     fsdp.exercises.check_hsdp_windows(train_windows)
 
 Modules load on first use, so ranks import only what they run (never ``figures``).
@@ -13,6 +12,6 @@ Modules load on first use, so ranks import only what they run (never ``figures``
 
 from lab_utils.labs import lazy
 
-__all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload", "zero"]
+__all__ = ["exercises", "figures", "holdings", "refusal", "traffic", "workload"]
 
 __getattr__ = lazy(__name__, __all__)

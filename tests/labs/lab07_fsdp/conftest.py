@@ -14,7 +14,8 @@ from torch.distributed.fsdp import fully_shard
 
 from lab_utils import CommCounter, data, launch
 from lab_utils.flat import flat
-from lab_utils.labs.lab07_fsdp import holdings, traffic, workload, zero
+from lab_utils.labs.lab07_fsdp import holdings, traffic, workload
+from tests.helpers.cells import notebook_functions
 from tests.labs.lab07_fsdp.sizes import DEPTH, WIDTH, K
 
 
@@ -33,7 +34,7 @@ def _sync_last(model, opt, micro):
     opt.step()
 
 
-def _all() -> dict:
+def _all(paper_step) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = workload.dataset(world * K * 2, WIDTH)
     micro = data.micro_batches(x, y, k=K, rank=rank, world_size=world)
@@ -59,11 +60,12 @@ def _all() -> dict:
     paper = workload.model(WIDTH, DEPTH)
     counter = CommCounter()
     with counter.track():
-        zero.paper_step(paper, *(t.chunk(world)[rank] for t in (x, y)), lr=1e-2)
+        paper_step(paper, *(t.chunk(world)[rank] for t in (x, y)), lr=1e-2)  # the lab's cell
     out["paper"] = {"params": flat(paper), "per_op": traffic.per_op(counter.events)}
     return out
 
 
 @pytest.fixture(scope="session")
 def runs():
-    return launch(_all, 2, timeout=240)
+    paper_step = notebook_functions("07_fsdp_accumulation", "paper_step")["paper_step"]
+    return launch(_all, 2, args=(paper_step,), timeout=240)

@@ -1,4 +1,5 @@
-"""zero.paper_step: the ZeRO paper's stage-1/2 step on 2 real ranks (one launch, see conftest)."""
+"""The lab's paper_step (the ZeRO paper's stage-1/2 step, a cell of lab 7) on 2 real ranks (one launch,
+see conftest)."""
 
 from __future__ import annotations
 
