@@ -65,3 +65,27 @@ def test_the_published_throughput_beside_the_planners():
     assert [round(r.tokens_per_s) for r in rows] == [6547, 6529]
     assert [round(r.published_tflops) for r in rows] == [347, 338]
     assert "5,762" in published.throughput(rows)
+
+
+def test_the_notebooks_prose_quotes_the_published_comparison():
+    # the markdown below the table retypes the table's numbers: they must be the computed ones
+    import json
+
+    from tools.solutions import LABS
+
+    nb = json.loads((LABS / "08_plan_your_run" / "08_plan_your_run.ipynb").read_text(encoding="utf-8"))
+    text = " ".join(
+        " ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"
+    )  # one paragraph, line breaks as spaces
+    rows, g = published.compare(), published.GiB
+    state = [(r.planner.weights + r.planner.gradients + r.planner.optimizer) / g for r in rows]
+    planner_drop, published_drop = published.drop(rows)
+    above = [round((r.planner.peak - r.published) / g) for r in rows]
+    layout = -sum(rows[0].gaps.values()) / g
+    left = [(r.published - r.adjusted) / g for r in rows]
+    faster = [round(100 * (r.tokens_per_s / r.run.tokens_per_s - 1)) for r in rows]
+    for said in (f"{state[0]:.1f} GiB, then {state[1]:.1f}", f"falls by {planner_drop:.1f} GiB",
+                 f"fell by {published_drop:.1f}", f"{above[0]} and {above[1]} GiB above the published peaks",
+                 f"account for {layout:.0f} GiB", f"{left[0]:.1f} and {left[1]:.1f} GiB (9 %)",
+                 f"{faster[0]} and {faster[1]} % faster"):  # fmt: skip
+        assert said in text, said
