@@ -87,8 +87,8 @@ def _train_stream(accumulate: Callable[..., None]) -> UpdateRun:
 @grader(
     "ddp-accumulate",
     "accumulate with no_sync",
-    hint="reread section 1 and section 2: which part of a micro-step decides whether its backward "
-    "all-reduces, and how must each loss be scaled for K micro-batches to make one large batch?",
+    hint="reread section 1: which part of a micro-step decides whether its backward all-reduces, which "
+    "micro-step of a group is the one that does, and how must each loss be scaled for K micro-batches?",
 )
 def check_accumulate(accumulate: Callable[..., None]) -> str:
     got = launch(_train_stream, WORLD, args=(accumulate,), timeout=120)
@@ -96,6 +96,10 @@ def check_accumulate(accumulate: Callable[..., None]) -> str:
     assert count == UPDATES, (
         f"{K * UPDATES} micro-steps with k={K} and one gradient bucket: measured {count} all-reduces, "
         f"expected {UPDATES} (one per optimizer step)"
+    )
+    assert len({r.fingerprint for r in got}) == 1, (
+        "the ranks ended with different parameters: the backward that all-reduces must be the last one "
+        "before each optimizer.step() (the last micro-step of each group of k, outside no_sync)"
     )
     ref = large_batch_reference(K, WORLD, updates=UPDATES, setup=SETUP)
     gap = max_abs_diff(got[0].params, ref)
@@ -105,7 +109,6 @@ def check_accumulate(accumulate: Callable[..., None]) -> str:
         raise AssertionError(
             f"after {UPDATES} optimizer steps the parameters are {gap:.1e} away from {UPDATES} large batches" + mistake
         )
-    assert len({r.fingerprint for r in got}) == 1, "the ranks ended with different parameters"
     return f"{UPDATES} all-reduces for {K * UPDATES} micro-steps, large-batch parameters (max diff {gap:.0e})"
 
 
@@ -164,9 +167,25 @@ def check_mean_loss(mean_loss: Callable[[float], Any]) -> str:
 def _train_with_hook(hook: Callable[..., Any]) -> dict[str, Any]:
     """One micro-batch per update, the student's comm hook on DDP, its collectives counted."""
     ddp = wrap(model(SETUP), bucket_cap_mb=25)
-    ddp.register_comm_hook(None, hook)
+    returned: set[str] = set()
+
+    def recorded(state, bucket):  # the student's hook, and the dtype its future holds (DDP reads annotations)
+        fut = hook(state, bucket)
+        if not isinstance(fut, torch._C.Future):  # what get_future() and then() return
+            return fut  # DDP itself says what is wrong
+
+        def note(f: torch.futures.Future) -> Any:
+            v = f.value()
+            t = v[0] if isinstance(v, (list, tuple)) and v else v
+            returned.add(str(t.dtype).removeprefix("torch.") if isinstance(t, torch.Tensor) else type(t).__name__)
+            return v
+
+        return fut.then(note)
+
+    ddp.register_comm_hook(None, recorded)
     counter = hooked_steps(ddp, UPDATES, SETUP)
     out = {
+        "returned": sorted(returned),
         "events": [(e.op, e.dtype, e.nbytes) for e in counter.events],
         "bytes_per_update": [p["bytes"] for p in counter.summary()["per_step"]],
         "param_bytes": sum(param_bytes(ddp.module)),
@@ -189,6 +208,10 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     assert events, "the hook made no collective: it must all-reduce the bucket (dist.all_reduce)"
     dtypes = sorted({d for _, d, _ in events})
     assert dtypes == ["float16"], f"the hook sent {dtypes}, not float16"
+    assert got[0]["returned"] == ["float32"], (
+        f"the future's value is {got[0]['returned']}: DDP expects the bucket's own dtype back (float32), "
+        "the average cast back with .to(bucket.buffer().dtype)"
+    )
     sent = got[0]["bytes_per_update"]
     assert sent == [full // 2] * UPDATES, f"sent {sent} bytes per update; the float32 gradients are {full} bytes"
     assert len({r["fingerprint"] for r in got}) == 1, "the ranks ended with different parameters"
@@ -217,6 +240,11 @@ def check_buckets(n_allreduces: int) -> str:
         elif guess == len(sizes):
             why = ("; that is one bucket per gradient: a bucket closes once it holds at least the cap, so a "
                    "small bias joins the next gradient's bucket")  # fmt: skip
+        elif guess == after - 1:
+            why = "; one fewer: what is left after the last full bucket makes one more, smaller bucket"
+        elif guess == _never_over(list(reversed(sizes)), cap):
+            why = ("; that is a rule that never lets a bucket exceed the cap: DDP closes a bucket once it holds "
+                   "AT LEAST the cap, so the gradient that crosses it stays in the bucket")  # fmt: skip
         elif guess == first:
             why = (
                 "; that is the first backward's count: the question is after the rebuild (from the second backward on)"
@@ -229,6 +257,16 @@ def check_buckets(n_allreduces: int) -> str:
         raise AssertionError(f"you predicted {guess}; the run measured a different count{why}")
     sizes = got.bucket_bytes[str(BUCKET_CAP_MB)][-1]
     return f"measured {after} all-reduces per backward after the rebuild ({first} before it), buckets {sizes} bytes"
+
+
+def _never_over(sizes: list[int], cap: int) -> int:
+    """Buckets if none may exceed ``cap`` (a gradient that would cross it opens the next one): a wrong rule."""
+    n, current = 0, 0
+    for size in sizes:
+        if current and current + size > cap:
+            n, current = n + 1, 0
+        current += size
+    return n + (current > 0)
 
 
 def _whole(answer: Any) -> int:

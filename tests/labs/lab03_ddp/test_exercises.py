@@ -87,6 +87,22 @@ def fp32_hook(state, bucket):
     return dist.all_reduce(buffer, async_op=True).get_future().then(lambda fut: fut.value()[0])
 
 
+def fp16_hook_returns_half(state, bucket):
+    """Averages in float16, but hands DDP the float16 tensor instead of the bucket's float32 one."""
+    half = bucket.buffer().div(dist.get_world_size()).to(torch.float16)
+    return dist.all_reduce(half, async_op=True).get_future().then(lambda fut: fut.value()[0])
+
+
+def syncs_first(ddp_model, optimizer, micro_batches, k):
+    """One all-reduce per step, but on the FIRST micro-step of each group: the later ones stay local."""
+    for i, (x, y) in enumerate(micro_batches):
+        with nullcontext() if i % k == 0 else ddp_model.no_sync():
+            (F.mse_loss(ddp_model(x), y) / k).backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def no_zero_grad(ddp_model, optimizer, micro_batches, k):
     """One all-reduce per step, but the gradients are never zeroed after a step: they pile up."""
     optimizer.zero_grad()
@@ -116,8 +132,8 @@ def mean_loss_over_two(local_loss):
 # result. ddp-hang runs on 3 ranks, the others on 2.
 REPLAYED = {
     exercises.WORLD: {
-        "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad", "uses_the_global_k"),
-        "_train_with_hook": ("fp16_hook_without_mean", "fp32_hook"),
+        "_train_stream": ("forward_outside", "without_1_over_k", "no_zero_grad", "uses_the_global_k", "syncs_first"),
+        "_train_with_hook": ("fp16_hook_without_mean", "fp32_hook", "fp16_hook_returns_half"),
     },
     exercises.MEAN_WORLD: {
         "_mean_loss_on_rank": ("mean_loss_without_collective", "mean_loss_as_tensor", "mean_loss_sum",
@@ -219,6 +235,16 @@ def test_fp16_grader_catches_the_sum():
 
 
 @pytest.mark.usefixtures("replay")
+def test_fp16_grader_catches_a_float16_future():
+    graded_fail(exercises.check_fp16_hook, fp16_hook_returns_half, match=f"{FAILED}.*future's value is .'float16'.")
+
+
+@pytest.mark.usefixtures("replay")
+def test_accumulate_grader_names_the_micro_step_that_must_sync():
+    graded_fail(exercises.check_accumulate, syncs_first, match=f"{FAILED}.*ranks ended with different.*last micro-step")
+
+
+@pytest.mark.usefixtures("replay")
 def test_fp16_grader_catches_float32():
     graded_fail(exercises.check_fp16_hook, fp32_hook, match=f"{FAILED}.*not float16")
     assert exercises.check_fp16_hook(...) == NOT_ATTEMPTED
@@ -229,7 +255,8 @@ def test_buckets_grader_names_each_wrong_rule_and_accepts_a_whole_float():
     # at 0.001 MiB: 6 buckets in backward order, 7 in registration order, 1038 by dividing the bytes
     graded_fail(exercises.check_buckets, 7, match=f"{FAILED}.*you predicted 7.*REGISTRATION order")
     graded_fail(exercises.check_buckets, 1038, match=f"{FAILED}.*you predicted 1038.*divided by the cap")
-    graded_fail(exercises.check_buckets, 5, match=f"{FAILED}.*you predicted 5")  # the 0.25 MiB row's count
+    graded_fail(exercises.check_buckets, 5, match=f"{FAILED}.*you predicted 5.*one fewer")  # the last bucket left out
+    graded_fail(exercises.check_buckets, 11, match=f"{FAILED}.*you predicted 11.*never lets a bucket exceed")
     graded_fail(exercises.check_buckets, 12, match=f"{FAILED}.*you predicted 12.*one bucket per gradient.*at least")
     graded_fail(exercises.check_buckets, 1, match=f"{FAILED}.*you predicted 1;.*first backward.*after the rebuild")
     graded_fail(exercises.check_buckets, 6.5, match=f"{FAILED}.*whole number")
