@@ -209,8 +209,8 @@ def check_fp16_hook(fp16_hook: Callable[..., Any]) -> str:
     dtypes = sorted({d for _, d, _ in events})
     assert dtypes == ["float16"], f"the hook sent {dtypes}, not float16"
     assert got[0]["returned"] == ["float32"], (
-        f"the future's value is {got[0]['returned']}: DDP expects the bucket's own dtype back (float32), "
-        "the average cast back with .to(bucket.buffer().dtype)"
+        f"the future's value is {got[0]['returned']}: the exercise (like torch's fp16_compress_hook) hands DDP "
+        "the average in the bucket's own dtype, float32: cast it back with .to(bucket.buffer().dtype)"
     )
     sent = got[0]["bytes_per_update"]
     assert sent == [full // 2] * UPDATES, f"sent {sent} bytes per update; the float32 gradients are {full} bytes"
@@ -241,7 +241,14 @@ def check_buckets(n_allreduces: int) -> str:
             why = ("; that is one bucket per gradient: a bucket closes once it holds at least the cap, so a "
                    "small bias joins the next gradient's bucket")  # fmt: skip
         elif guess == after - 1:
-            why = "; one fewer: what is left after the last full bucket makes one more, smaller bucket"
+            first_bucket = []
+            for size in reversed(sizes):  # backward order, until the first bucket closes
+                first_bucket.append(size)
+                if sum(first_bucket) >= cap:
+                    break
+            why = (f"; one fewer: each bucket closes as soon as it holds {cap:,} bytes or more, and the first "
+                   f"gradients to become ready ({' + '.join(f'{n:,}' for n in first_bucket)} bytes) already fill "
+                   "one")  # fmt: skip
         elif guess == _never_over(list(reversed(sizes)), cap):
             why = ("; that is a rule that never lets a bucket exceed the cap: DDP closes a bucket once it holds "
                    "AT LEAST the cap, so the gradient that crosses it stays in the bucket")  # fmt: skip

@@ -189,9 +189,11 @@ def predicted(calibration: Result, target: Result) -> list[float]:
     """``target``'s timed loops predicted from ``calibration``'s link and contention, each point's
     signed error (model / measured - 1).
 
-    From ``target`` only what its run set or timed without a link: the stamped micro-step (its
-    buckets' ready times and sizes, ``micro["bucket_list"]``, stored since 2026-12-02), each link's
-    compute-only rescale, the tbf rate, K and the optimizer step. From ``calibration``, link by link
+    From ``target`` only what its run set or timed without communication: the stamped micro-step
+    (its buckets' ready times and sizes, ``micro["bucket_list"]``, stored since 2026-12-02), the tbf
+    rate, K, the optimizer step, and each link's ``compute_scale``: its compute-only loop (no
+    communication, timed in the same session as the loops predicted) over the stamps. That rescale
+    decides the sign (without it the model reads several % high). From ``calibration``, link by link
     (same index: the runs share ``Config.rounds``): the bandwidth as a fraction of the tbf rate, the
     per-bucket latency and the contention. Calibrating a run with itself gives its own
     "+ contention" model."""

@@ -80,6 +80,23 @@ def test_a_run_predicted_from_itself_is_its_contended_model():
     assert reallink.predicted(run, run) == pytest.approx([p.contended_error for p in run.points], abs=1e-12)
 
 
+def test_a_prediction_takes_the_link_and_contention_from_the_calibration_only():
+    import copy
+
+    runs = [r for r in reallink.runs() if all("round_s" in lk for lk in r.links)]
+    target, calibration = runs[-1], runs[-2]
+    want = reallink.predicted(calibration, target)
+    other = copy.deepcopy(target)  # the target's own link and contention play no part
+    for lk in other.links:
+        lk.update(beta_Bps=lk["beta_Bps"] / 2, bucket_alpha_s=10 * lk["bucket_alpha_s"], contention=[3.0, 3.0])
+    assert reallink.predicted(calibration, other) == want
+    moved = copy.deepcopy(calibration)  # the calibration's do
+    for lk in moved.links:
+        lk.update(beta_Bps=lk["beta_Bps"] / 2)
+    got = reallink.predicted(moved, target)
+    assert all(a >= b for a, b in zip(got, want)) and any(a > b for a, b in zip(got, want))
+
+
 def test_runs_without_bucket_times_calibrate_but_cannot_be_predicted():
     old, new = reallink.runs()[0], reallink.load()
     assert len(reallink.predicted(old, new)) == len(new.points)
