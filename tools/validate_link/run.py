@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lab_utils.labs.lab03_ddp.reallink import Config, Point, Result, Terms, table
+from lab_utils.labs.lab03_ddp.reallink import Config, Point, Result, Terms, scaled, table
 from lab_utils.labs.lab03_ddp.stamps import Micro, Update
 from lab_utils.netmodel import (
     Bucket,
@@ -111,7 +111,7 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
         local = max(sum(statistics.median(r["links"][i]["walls"][str(k)]["compute"]) for k in config.ks)
                     for r in ranks)  # fmt: skip
         scale = local / sum(k * (stamped.forward_s + stamped.backward_s) + opt for k in config.ks)
-        micro = _scaled(stamped, scale)
+        micro = scaled(stamped, scale)
         links.append(dict({key: v for key, v in lk.items() if key not in ("walls", "stamps")},
                           contention=[cont.compute, cont.comm], compute_cpu=compute_cpu, preempted=preempted,
                           bucket_alpha_s=link.latency_s, compute_scale=scale))  # fmt: skip
@@ -152,11 +152,6 @@ def _compare(ranks: list[dict], config: Config, load_before: str) -> Result:
         machine=f"{os.cpu_count()} CPU cores, gloo, 2 ranks in 2 network namespaces",
         config=asdict(config),
     )
-
-
-def _scaled(micro: MicroStep, factor: float) -> MicroStep:
-    buckets = [Bucket(b.ready_s * factor, b.nbytes, b.op) for b in micro.buckets]
-    return MicroStep(micro.forward_s * factor, micro.backward_s * factor, buckets)
 
 
 def update(raw: Mapping[str, Any]) -> Update:

@@ -241,14 +241,9 @@ def check_buckets(n_allreduces: int) -> str:
             why = ("; that is one bucket per gradient: a bucket closes once it holds at least the cap, so a "
                    "small bias joins the next gradient's bucket")  # fmt: skip
         elif guess == after - 1:
-            first_bucket = []
-            for size in reversed(sizes):  # backward order, until the first bucket closes
-                first_bucket.append(size)
-                if sum(first_bucket) >= cap:
-                    break
-            why = (f"; one fewer: each bucket closes as soon as it holds {cap:,} bytes or more, and the first "
-                   f"gradients to become ready ({' + '.join(f'{n:,}' for n in first_bucket)} bytes) already fill "
-                   "one")  # fmt: skip
+            first_bucket = predict(list(reversed(sizes)), cap)[0]  # backward order
+            why = (f"; one fewer: each bucket closes as soon as it holds {cap:,} bytes or more, so the first "
+                   f"gradients to become ready already fill one ({first_bucket:,} bytes)")  # fmt: skip
         elif guess == _never_over(list(reversed(sizes)), cap):
             why = ("; that is a rule that never lets a bucket exceed the cap: DDP closes a bucket once it holds "
                    "AT LEAST the cap, so the gradient that crosses it stays in the bucket")  # fmt: skip

@@ -36,7 +36,7 @@ from pathlib import Path
 from lab_utils.netmodel import Bucket, Contention, Link, MicroStep, naive_update_seconds, no_sync_update_seconds
 
 __all__ = ["Config", "Terms", "Point", "Result", "STORED", "MISS_TERMS", "load", "runs", "signed", "headline",
-           "reruns", "noise_floor", "predicted", "cross_predictions", "table", "PARTS", "misses"]  # fmt: skip
+           "reruns", "noise_floor", "scaled", "predicted", "cross_predictions", "table", "PARTS", "misses"]  # fmt: skip
 
 STORED = Path(__file__).with_name("real_link.json")
 """The table the lab shows: measured on the machine and at the time it records."""
@@ -185,6 +185,13 @@ def noise_floor(result: Result) -> float:
     return max(abs(one[r, "naive"] / one[r, "no_sync"] - 1) for r, loop in one if loop == "naive")
 
 
+def scaled(micro: MicroStep, factor: float) -> MicroStep:
+    """``micro`` with its forward, backward and buckets' ready times times ``factor`` (the stamps
+    rescaled to a compute-only loop timed later: the machine's speed drifts)."""
+    return MicroStep(micro.forward_s * factor, micro.backward_s * factor,
+                     [Bucket(b.ready_s * factor, b.nbytes, b.op) for b in micro.buckets])  # fmt: skip
+
+
 def predicted(calibration: Result, target: Result) -> list[float]:
     """``target``'s timed loops predicted from ``calibration``'s link and contention, each point's
     signed error (model / measured - 1).
@@ -208,9 +215,7 @@ def predicted(calibration: Result, target: Result) -> list[float]:
     for p in target.points:
         i = next(j for j, lk in enumerate(target.links) if lk["rate_mbit"] == p.rate_mbit)
         cal, own = calibration.links[i], target.links[i]
-        f = own["compute_scale"]
-        micro = MicroStep(stamped.forward_s * f, stamped.backward_s * f,
-                          [Bucket(b.ready_s * f, b.nbytes, b.op) for b in buckets])  # fmt: skip
+        micro = scaled(stamped, own["compute_scale"])
         efficiency = cal["beta_Bps"] / (cal["rate_mbit"] * 1e6 / 8)
         link = Link("predicted", cal.get("bucket_alpha_s", cal["alpha_s"]), efficiency * p.rate_mbit * 1e6 / 8)
         model = fns[p.loop](micro, p.k, link, 2, optimizer_s=opt, contention=Contention(*cal["contention"]))
